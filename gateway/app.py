@@ -1,0 +1,1 @@
+"""Wiring: builds the running gateway from settings (filled in with the transport)."""

@@ -1,0 +1,55 @@
+"""The normalized core: revision-free values every other layer speaks."""
+
+from gateway.core.ask import Answer, Ask, AskKind
+from gateway.core.call import (
+    CACHEABLE,
+    MAY_ASK,
+    PAGINATED,
+    Call,
+    ClientContext,
+    ClientReply,
+    DecodeFailure,
+    Operation,
+    RequestId,
+)
+from gateway.core.catalog import (
+    PromptSpec,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ServerProfile,
+    ToolSpec,
+)
+from gateway.core.exchange import EventSink, Exchange
+from gateway.core.failure import Failure, FailureKind
+from gateway.core.outcome import Event, InputRequired, Outcome, Value
+from gateway.core.preamble import Preamble, SessionView
+
+__all__ = [
+    "CACHEABLE",
+    "MAY_ASK",
+    "PAGINATED",
+    "Answer",
+    "Ask",
+    "AskKind",
+    "Call",
+    "ClientContext",
+    "ClientReply",
+    "DecodeFailure",
+    "Event",
+    "EventSink",
+    "Exchange",
+    "Failure",
+    "FailureKind",
+    "InputRequired",
+    "Operation",
+    "Outcome",
+    "Preamble",
+    "PromptSpec",
+    "RequestId",
+    "ResourceSpec",
+    "ResourceTemplateSpec",
+    "ServerProfile",
+    "SessionView",
+    "ToolSpec",
+    "Value",
+]

@@ -1,0 +1,135 @@
+"""A normalized request or notification from a client, revision-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gateway.core.ask import Answer
+from gateway.core.failure import Failure
+
+RequestId = str | int
+
+
+class Operation(Enum):
+    """What a client message asks for.  Values are the wire method names."""
+
+    INITIALIZE = "initialize"
+    INITIALIZED = "notifications/initialized"
+    PING = "ping"
+    DISCOVER = "server/discover"
+    TOOLS_LIST = "tools/list"
+    TOOLS_CALL = "tools/call"
+    RESOURCES_LIST = "resources/list"
+    RESOURCES_TEMPLATES_LIST = "resources/templates/list"
+    RESOURCES_READ = "resources/read"
+    RESOURCES_SUBSCRIBE = "resources/subscribe"
+    RESOURCES_UNSUBSCRIBE = "resources/unsubscribe"
+    PROMPTS_LIST = "prompts/list"
+    PROMPTS_GET = "prompts/get"
+    COMPLETE = "completion/complete"
+    SET_LOG_LEVEL = "logging/setLevel"
+    LISTEN = "subscriptions/listen"
+    TASKS_GET = "tasks/get"
+    TASKS_RESULT = "tasks/result"
+    TASKS_LIST = "tasks/list"
+    TASKS_CANCEL = "tasks/cancel"
+    TASKS_UPDATE = "tasks/update"
+    CANCELLED = "notifications/cancelled"
+    PROGRESS = "notifications/progress"
+    ROOTS_LIST_CHANGED = "notifications/roots/list_changed"
+    # A method no revision defines: forwarded as it is (extensions, vendor methods).
+    OTHER = "*"
+
+    @classmethod
+    def for_method(cls, method: str) -> Operation:
+        try:
+            return cls(method)
+        except ValueError:
+            return cls.OTHER
+
+    @property
+    def is_notification(self) -> bool:
+        return self.value.startswith("notifications/")
+
+
+# Operations whose complete results may carry caching hints (ttlMs, cacheScope).
+CACHEABLE = frozenset(
+    {
+        Operation.DISCOVER,
+        Operation.TOOLS_LIST,
+        Operation.RESOURCES_LIST,
+        Operation.RESOURCES_TEMPLATES_LIST,
+        Operation.RESOURCES_READ,
+        Operation.PROMPTS_LIST,
+    }
+)
+# Operations that may ask the client for input mid-call.
+MAY_ASK = frozenset({Operation.TOOLS_CALL, Operation.PROMPTS_GET, Operation.RESOURCES_READ})
+# List operations, paginated with cursor / nextCursor.
+PAGINATED = {
+    Operation.TOOLS_LIST: "tools",
+    Operation.RESOURCES_LIST: "resources",
+    Operation.RESOURCES_TEMPLATES_LIST: "resourceTemplates",
+    Operation.PROMPTS_LIST: "prompts",
+    Operation.TASKS_LIST: "tasks",
+}
+
+
+@dataclass(slots=True)
+class ClientContext:
+    """Who is asking, in which revision, declaring what."""
+
+    protocol_version: str
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] | None = None
+    log_level: str | None = None
+
+
+@dataclass(slots=True)
+class Call:
+    """One decoded client message.
+
+    ``params`` holds the operation's own parameters with the protocol plumbing
+    lifted out: the per-request protocol keys of ``_meta``, ``inputResponses``
+    and ``requestState`` (into ``answers`` / ``state``) and the progress token.
+    What is left of ``_meta`` is in ``meta`` and passes through untouched.
+    """
+
+    id: RequestId | None
+    operation: Operation
+    method: str
+    params: dict[str, Any]
+    client: ClientContext
+    meta: dict[str, Any] = field(default_factory=dict)
+    progress_token: str | int | None = None
+    answers: dict[str, Answer] | None = None
+    state: str | None = None
+
+    @property
+    def is_notification(self) -> bool:
+        return self.id is None
+
+    @property
+    def name(self) -> str | None:
+        """The tool or prompt name, or the resource URI, the call is about."""
+        value = self.params.get("uri" if self.operation is Operation.RESOURCES_READ else "name")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientReply:
+    """A client's response to a request the gateway pushed to it."""
+
+    id: RequestId
+    answer: Answer
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFailure:
+    """A message that could not become a Call; keeps the id when there was one."""
+
+    id: RequestId | None
+    failure: Failure
+    method: str | None = None

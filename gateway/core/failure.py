@@ -1,0 +1,62 @@
+"""The normalized failure vocabulary.
+
+Each adapter maps a FailureKind to the JSON-RPC code and HTTP status its
+revision defines; nothing above the adapters ever picks a code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class FailureKind(Enum):
+    # JSON-RPC basics.
+    PARSE_ERROR = "parse_error"
+    INVALID_REQUEST = "invalid_request"
+    UNKNOWN_METHOD = "unknown_method"
+    INVALID_PARAMS = "invalid_params"
+    INTERNAL = "internal"
+    # MCP-defined conditions.
+    RESOURCE_NOT_FOUND = "resource_not_found"
+    # Named so the dispatcher can say it; always rendered as an isError tool result.
+    INVALID_ARGUMENTS = "invalid_arguments"
+    MISSING_CAPABILITY = "missing_capability"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    HEADER_MISMATCH = "header_mismatch"
+    URL_ELICITATION_REQUIRED = "url_elicitation_required"
+    SAMPLING_REJECTED = "sampling_rejected"
+    # Transport and session conditions.
+    SESSION_REQUIRED = "session_required"
+    SESSION_NOT_FOUND = "session_not_found"
+    FORBIDDEN = "forbidden"
+    UNAUTHORIZED = "unauthorized"
+    NOT_ACCEPTABLE = "not_acceptable"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    # Upstream trouble: the gateway's own kinds.
+    UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    UPSTREAM_PROTOCOL = "upstream_protocol"
+    # An upstream JSON-RPC error with no normalized meaning: its code passes through.
+    UPSTREAM_ERROR = "upstream_error"
+
+
+@dataclass(eq=True)
+class Failure(Exception):
+    """Why a call could not produce a value.
+
+    ``code`` is set only for UPSTREAM_ERROR (the upstream's own code, passed
+    through); every other kind gets its code from the client's adapter.
+    """
+
+    kind: FailureKind
+    message: str
+    data: Any = None
+    code: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"

@@ -1,0 +1,41 @@
+"""An inbound message as the transport read it, before any adapter looked at it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class SessionView:
+    """What a downstream session remembers about its client."""
+
+    id: str
+    protocol_version: str
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] | None = None
+    log_level: str | None = None
+    initialized: bool = False
+
+
+@dataclass(slots=True)
+class Preamble:
+    """One inbound message and its envelope.
+
+    ``body`` is the parsed JSON (object or array) or None when it did not
+    parse (``parse_error`` says why).  ``headers`` keys are lower-case.
+    ``transport`` is ``"http"``, ``"sse"`` (the HTTP+SSE message endpoint) or
+    ``"stdio"``.
+    """
+
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    http_method: str = "POST"
+    transport: str = "http"
+    session: SessionView | None = None
+    parse_error: str | None = None
+    peer: str = ""
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())

@@ -1,0 +1,822 @@
+"""The Adapter ABC: one instance per revision, shared, holding no per-request state.
+
+The base class carries the shared decode pipeline and the mechanisms
+(projection by field tables, failure mapping by code tables).  Each revision
+file sets the tables and overrides the hooks that differ.  Nothing here names
+a revision: the tables in the revision files do.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from abc import ABC
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from gateway.core import (
+    Answer,
+    Ask,
+    AskKind,
+    Call,
+    ClientContext,
+    ClientReply,
+    DecodeFailure,
+    Event,
+    Failure,
+    FailureKind,
+    InputRequired,
+    Operation,
+    Outcome,
+    Preamble,
+    PromptSpec,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ServerProfile,
+    ToolSpec,
+    Value,
+)
+from gateway.core import jsonrpc as rpc
+from gateway.protocol import models
+
+Message = dict[str, Any]
+Decoded = Call | ClientReply | DecodeFailure
+
+# Every field any revision defines, per declaration type.  A field outside
+# these sets is unknown and always passes through; a known field passes only
+# where the adapter's own table lists it.
+KNOWN_TOOL_FIELDS = frozenset(
+    {
+        "name",
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+        "icons",
+        "execution",
+        "_meta",
+    }
+)
+KNOWN_RESOURCE_FIELDS = frozenset(
+    {"uri", "name", "title", "description", "mimeType", "size", "annotations", "icons", "_meta"}
+)
+KNOWN_TEMPLATE_FIELDS = frozenset(
+    {"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}
+)
+KNOWN_PROMPT_FIELDS = frozenset({"name", "title", "description", "arguments", "icons", "_meta"})
+KNOWN_IMPLEMENTATION_FIELDS = frozenset(
+    {"name", "version", "title", "description", "icons", "websiteUrl"}
+)
+KNOWN_CONTENT_TYPES = frozenset(
+    {"text", "image", "audio", "resource", "resource_link", "tool_use", "tool_result"}
+)
+KNOWN_SERVER_CAPABILITIES = frozenset(
+    {
+        "experimental",
+        "logging",
+        "prompts",
+        "resources",
+        "tools",
+        "completions",
+        "tasks",
+        "extensions",
+    }
+)
+KNOWN_CLIENT_CAPABILITIES = frozenset(
+    {"experimental", "roots", "sampling", "elicitation", "tasks", "extensions"}
+)
+# Result fields that only exist on some revisions.
+KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structuredContent"})
+
+# The reserved tool arguments that carry answers and state on revisions whose
+# asks travel in arguments (`asks_in_arguments`).
+ANSWERS_ARGUMENT = "_mcp_answers"
+STATE_ARGUMENT = "_mcp_state"
+
+_PARAMS_MODELS: dict[Operation, type[models.Params]] = {
+    Operation.INITIALIZE: models.InitializeParams,
+    Operation.TOOLS_LIST: models.PaginatedParams,
+    Operation.RESOURCES_LIST: models.PaginatedParams,
+    Operation.RESOURCES_TEMPLATES_LIST: models.PaginatedParams,
+    Operation.PROMPTS_LIST: models.PaginatedParams,
+    Operation.TASKS_LIST: models.PaginatedParams,
+    Operation.TOOLS_CALL: models.CallToolParams,
+    Operation.RESOURCES_READ: models.ReadResourceParams,
+    Operation.RESOURCES_SUBSCRIBE: models.SubscribeParams,
+    Operation.RESOURCES_UNSUBSCRIBE: models.SubscribeParams,
+    Operation.PROMPTS_GET: models.GetPromptParams,
+    Operation.COMPLETE: models.CompleteParams,
+    Operation.SET_LOG_LEVEL: models.SetLevelParams,
+    Operation.CANCELLED: models.CancelledParams,
+    Operation.PROGRESS: models.ProgressParams,
+    Operation.TASKS_GET: models.TaskParams,
+    Operation.TASKS_RESULT: models.TaskParams,
+    Operation.TASKS_CANCEL: models.TaskParams,
+    Operation.LISTEN: models.ListenParams,
+}
+
+
+def _keep(item: dict[str, Any], known: frozenset[str], allowed: frozenset[str]) -> dict[str, Any]:
+    """Drop the known fields this revision cannot express; keep everything else."""
+    return {k: v for k, v in item.items() if k not in known or k in allowed}
+
+
+def decode_header_value(value: str) -> str:
+    """Undo the `=?base64?...?=` wrapping of Mcp-Name / Mcp-Param-* values."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return value
+    return value
+
+
+def encode_header_value(value: str) -> str:
+    """Wrap a value that is not plain visible ASCII (or looks wrapped) in base64."""
+    plain = value.isascii() and value.isprintable() and value == value.strip()
+    if plain and not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+class Adapter(ABC):
+    """One MCP revision, in both roles: server (toward clients), client (toward upstreams)."""
+
+    version: ClassVar[str]
+
+    # Behavioural flags: everything above the adapters branches on these.
+    can_ask: ClassVar[bool]
+    can_push_ask: ClassVar[bool]
+    asks_in_arguments: ClassVar[bool]
+    has_handshake: ClassVar[bool]
+    allows_batch: ClassVar[bool]
+
+    # What the revision defines, as tables; subclasses extend or trim them.
+    methods: ClassVar[frozenset[Operation]]
+    server_notifications: ClassVar[frozenset[str]]
+    ask_kinds: ClassVar[frozenset[AskKind]]
+    # Asks this revision's clients can take as server-initiated requests.
+    pushable_asks: ClassVar[frozenset[AskKind]]
+    tool_fields: ClassVar[frozenset[str]]
+    resource_fields: ClassVar[frozenset[str]]
+    template_fields: ClassVar[frozenset[str]]
+    prompt_fields: ClassVar[frozenset[str]]
+    implementation_fields: ClassVar[frozenset[str]]
+    content_types: ClassVar[frozenset[str]]
+    server_capabilities: ClassVar[frozenset[str]]
+    client_capabilities: ClassVar[frozenset[str]]
+    result_fields: ClassVar[frozenset[str]]
+    content_meta: ClassVar[bool]  # `_meta` and annotations.lastModified on blocks
+    structured_content: ClassVar[str]  # "none", "object" or "any"
+    progress_message: ClassVar[bool]
+    # HTTP transport facts.
+    session_header: ClassVar[str | None] = "mcp-session-id"
+    version_header: ClassVar[bool] = False
+    transports: ClassVar[frozenset[str]] = frozenset({"http", "stdio"})
+
+    codes: ClassVar[dict[FailureKind, int]]
+    statuses: ClassVar[dict[FailureKind, int]]
+
+    # ------------------------------------------------------------------ flags
+
+    @property
+    def carries_state(self) -> bool:
+        """Handler state leaves the server on every revision that does not push asks."""
+        return self.can_ask or self.asks_in_arguments
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.version}>"
+
+    # ------------------------------------------------------ failure mapping
+
+    def error_code(self, failure: Failure) -> int:
+        if failure.kind is FailureKind.UPSTREAM_ERROR and failure.code is not None:
+            return self.translate_code(failure.code)
+        return self.codes.get(failure.kind, -32603)
+
+    def translate_code(self, code: int) -> int:
+        """An upstream's pass-through code, as this revision may say it."""
+        return code
+
+    def http_status(self, failure: Failure) -> int:
+        return self.statuses.get(failure.kind, 200)
+
+    # ================================================================ server
+
+    def decode(self, preamble: Preamble) -> list[Decoded]:
+        """One inbound body into Calls, client replies, or failures that keep the id."""
+        if preamble.parse_error is not None:
+            return [DecodeFailure(None, Failure(FailureKind.PARSE_ERROR, preamble.parse_error))]
+        body = preamble.body
+        if isinstance(body, list):
+            if not self.allows_batch:
+                return [
+                    DecodeFailure(
+                        None,
+                        Failure(
+                            FailureKind.INVALID_REQUEST,
+                            "JSON-RPC batches are not part of this protocol revision",
+                        ),
+                    )
+                ]
+            if not body:
+                return [DecodeFailure(None, Failure(FailureKind.INVALID_REQUEST, "empty batch"))]
+            decoded = [self.decode_message(item, preamble) for item in body]
+            for item, result in zip(body, decoded, strict=True):
+                if isinstance(result, Call) and result.operation is Operation.INITIALIZE:
+                    return [
+                        DecodeFailure(
+                            result.id,
+                            Failure(
+                                FailureKind.INVALID_REQUEST,
+                                "initialize must not be part of a batch",
+                            ),
+                            "initialize",
+                        )
+                    ]
+                del item
+            return decoded
+        return [self.decode_message(body, preamble)]
+
+    def decode_message(self, message: Any, preamble: Preamble) -> Decoded:
+        """The shared pipeline for one message; the hooks are per revision."""
+        failure = self.check_message(message)
+        raw_id = message.get("id") if isinstance(message, dict) else None
+        id_ = raw_id if rpc.valid_id(raw_id) else None
+        if failure is not None:
+            named = message.get("method") if isinstance(message, dict) else None
+            return DecodeFailure(id_, failure, named if isinstance(named, str) else None)
+        assert isinstance(message, dict)
+        if "method" not in message:
+            return ClientReply(message["id"], Answer.from_response(message))
+        method = str(message["method"])
+        operation = Operation.for_method(method)
+        if operation is not Operation.OTHER and operation not in self.methods:
+            return DecodeFailure(
+                id_,
+                Failure(FailureKind.UNKNOWN_METHOD, f"Method not found: {method}"),
+                method,
+            )
+        if operation.is_notification != ("id" not in message) and operation is not Operation.OTHER:
+            kind = "a notification" if operation.is_notification else "a request"
+            return DecodeFailure(
+                id_, Failure(FailureKind.INVALID_REQUEST, f"{method} must be {kind}"), method
+            )
+        params: dict[str, Any] = message.get("params") or {}
+        model = self.params_model(operation)
+        if model is not None:
+            try:
+                model.model_validate(params)
+            except ValidationError as exc:
+                return DecodeFailure(
+                    id_,
+                    Failure(FailureKind.INVALID_PARAMS, _describe(exc), {"method": method}),
+                    method,
+                )
+        failure = self.check_params(operation, params, preamble)
+        if failure is not None:
+            return DecodeFailure(id_, failure, method)
+        client = self.client_info_for(operation, params, preamble)
+        params, answers, state = self.answers_for(operation, params)
+        params, meta, progress_token = self.actions_for(operation, params)
+        return self.build_call(
+            id_, operation, method, params, client, meta, progress_token, answers, state
+        )
+
+    # ---- pipeline hooks
+
+    def check_message(self, message: Any) -> Failure | None:
+        """JSON-RPC structure: an object, version 2.0, a valid id and method."""
+        if not isinstance(message, dict):
+            return Failure(FailureKind.INVALID_REQUEST, "a JSON-RPC message must be an object")
+        if message.get("jsonrpc") != "2.0":
+            return Failure(FailureKind.INVALID_REQUEST, 'jsonrpc must be "2.0"')
+        if "id" in message and not rpc.valid_id(message["id"]):
+            return Failure(FailureKind.INVALID_REQUEST, "id must be a string or an integer")
+        if "method" in message:
+            if not isinstance(message["method"], str) or not message["method"]:
+                return Failure(FailureKind.INVALID_REQUEST, "method must be a non-empty string")
+            params = message.get("params")
+            if params is not None and not isinstance(params, dict):
+                return Failure(FailureKind.INVALID_REQUEST, "params must be an object")
+            if params is not None and "_meta" in params and not isinstance(params["_meta"], dict):
+                return Failure(FailureKind.INVALID_PARAMS, "_meta must be an object")
+            return None
+        if "id" not in message:
+            return Failure(FailureKind.INVALID_REQUEST, "a message needs a method or an id")
+        if ("result" in message) == ("error" in message):
+            return Failure(FailureKind.INVALID_REQUEST, "a response has a result or an error")
+        return None
+
+    def params_model(self, operation: Operation) -> type[BaseModel] | None:
+        return _PARAMS_MODELS.get(operation)
+
+    def check_params(
+        self, operation: Operation, params: dict[str, Any], preamble: Preamble
+    ) -> Failure | None:
+        return None
+
+    def client_info_for(
+        self, operation: Operation, params: dict[str, Any], preamble: Preamble
+    ) -> ClientContext:
+        """Handshake revisions: the session remembers; initialize says it itself."""
+        if operation is Operation.INITIALIZE:
+            return ClientContext(
+                protocol_version=self.version,
+                capabilities=dict(params.get("capabilities") or {}),
+                info=params.get("clientInfo"),
+            )
+        session = preamble.session
+        if session is None:
+            return ClientContext(protocol_version=self.version)
+        return ClientContext(
+            protocol_version=session.protocol_version,
+            capabilities=session.capabilities,
+            info=session.info,
+            log_level=session.log_level,
+        )
+
+    def answers_for(
+        self, operation: Operation, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Answer] | None, str | None]:
+        """Lift answers and state out of the params (nothing to lift by default)."""
+        return params, None, None
+
+    def actions_for(
+        self, operation: Operation, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], str | int | None]:
+        """Split `_meta` off the params; take the progress token out of it."""
+        if "_meta" not in params:
+            return params, {}, None
+        params = dict(params)
+        meta = dict(params.pop("_meta") or {})
+        token = meta.pop("progressToken", None)
+        return params, meta, token if rpc.valid_id(token) else None
+
+    def build_call(
+        self,
+        id_: Any,
+        operation: Operation,
+        method: str,
+        params: dict[str, Any],
+        client: ClientContext,
+        meta: dict[str, Any],
+        progress_token: str | int | None,
+        answers: dict[str, Answer] | None,
+        state: str | None,
+    ) -> Call:
+        return Call(
+            id=id_,
+            operation=operation,
+            method=method,
+            params=params,
+            client=client,
+            meta=meta,
+            progress_token=progress_token,
+            answers=answers,
+            state=state,
+        )
+
+    # ---- encode
+
+    def encode(self, call: Call, profile: ServerProfile, outcome: Outcome) -> Message | None:
+        """The final response to a call, identical for JSON, SSE and stdio."""
+        if call.id is None:
+            return None
+        if isinstance(outcome, Value):
+            return self.encode_value(call, profile, outcome)
+        if isinstance(outcome, InputRequired):
+            return self.encode_input_required(call, profile, outcome)
+        return self.encode_failure(call.id, outcome, call.operation)
+
+    def encode_value(self, call: Call, profile: ServerProfile, value: Value) -> Message:
+        return rpc.result(call.id, self.project_result(call.operation, value.result, profile))
+
+    def encode_input_required(
+        self, call: Call, profile: ServerProfile, outcome: InputRequired
+    ) -> Message:
+        """Revisions that cannot carry input_required say what is needed in a tool result."""
+        if self.asks_in_arguments and call.operation is Operation.TOOLS_CALL:
+            return rpc.result(call.id, self.ask_result(outcome))
+        asks = ", ".join(ask.method for ask in outcome.asks.values()) or "input"
+        failure = Failure(
+            FailureKind.MISSING_CAPABILITY,
+            f"The server needs {asks}, which this client cannot provide",
+            {"requiredCapabilities": _merge_capabilities(outcome.asks.values())},
+        )
+        return self.encode_failure(call.id, failure, call.operation)
+
+    def ask_result(self, outcome: InputRequired) -> dict[str, Any]:
+        """A tool result asking the model to call again with answers in arguments."""
+        lines = ["This tool needs more input before it can finish."]
+        for key, ask in outcome.asks.items():
+            message = ask.params.get("message") or ask.method
+            lines.append(f"- `{key}` ({ask.method}): {message}")
+            schema = ask.params.get("requestedSchema")
+            if schema is not None:
+                lines.append(f"  answer schema: {orjson.dumps(schema).decode()}")
+        lines.append(
+            f"Call the tool again with the same arguments plus `{ANSWERS_ARGUMENT}` "
+            '(an object mapping each key above to {"action": "accept", "content": {...}} '
+            f'or {{"action": "decline"}}) and `{STATE_ARGUMENT}` set to the value below.'
+        )
+        lines.append(f"{STATE_ARGUMENT}: {outcome.state or ''}")
+        return {"content": [{"type": "text", "text": "\n".join(lines)}], "isError": False}
+
+    def encode_failure(
+        self, id_: Any, failure: Failure, operation: Operation | None = None
+    ) -> Message:
+        if failure.kind is FailureKind.INVALID_ARGUMENTS and operation is Operation.TOOLS_CALL:
+            # Argument failures are results: the model asked, and deserves to be told.
+            text = {"type": "text", "text": failure.message}
+            return rpc.result(id_, self.project_result_fields({"content": [text], "isError": True}))
+        data = failure.data
+        if failure.kind is FailureKind.UNSUPPORTED_VERSION and isinstance(data, dict):
+            data = {"supported": data.get("supported", []), "requested": data.get("requested")}
+        return rpc.error(id_, self.error_code(failure), failure.message, data)
+
+    def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
+        return _keep(result, KNOWN_RESULT_FIELDS, self.result_fields)
+
+    # ---- projections: what a client of this revision may see
+
+    def project_result(
+        self, operation: Operation, result: dict[str, Any], profile: ServerProfile
+    ) -> dict[str, Any]:
+        """A complete result projected onto this revision, lossless where it can be."""
+        out = self.project_result_fields(result)
+        if operation is Operation.TOOLS_LIST and isinstance(out.get("tools"), list):
+            out["tools"] = self._describe_all(out["tools"], ToolSpec, self.describe_tool, profile)
+        elif operation is Operation.RESOURCES_LIST and isinstance(out.get("resources"), list):
+            out["resources"] = self._describe_all(
+                out["resources"], ResourceSpec, self.describe_resource, profile
+            )
+        elif operation is Operation.RESOURCES_TEMPLATES_LIST and isinstance(
+            out.get("resourceTemplates"), list
+        ):
+            out["resourceTemplates"] = self._describe_all(
+                out["resourceTemplates"], ResourceTemplateSpec, self.describe_template, profile
+            )
+        elif operation is Operation.PROMPTS_LIST and isinstance(out.get("prompts"), list):
+            out["prompts"] = self._describe_all(
+                out["prompts"], PromptSpec, self.describe_prompt, profile
+            )
+        elif operation is Operation.TOOLS_CALL:
+            out = self.project_tool_result(result, out)
+        elif operation is Operation.PROMPTS_GET and isinstance(out.get("messages"), list):
+            out["messages"] = [self.project_message(m) for m in out["messages"]]
+        elif operation is Operation.RESOURCES_READ and isinstance(out.get("contents"), list):
+            out["contents"] = [self.project_resource_contents(c) for c in out["contents"]]
+        return out
+
+    def _describe_all(
+        self, items: list[Any], spec_type: type[Any], describe: Any, profile: ServerProfile
+    ) -> list[Any]:
+        out = []
+        for item in items:
+            try:
+                spec = spec_type.model_validate(item)
+            except ValidationError:
+                out.append(item)  # not ours to judge: pass it on as the upstream sent it
+                continue
+            described = describe(spec, profile)
+            if described is not None:
+                out.append(described)
+        return out
+
+    def describe_tool(
+        self, spec: ToolSpec, profile: ServerProfile | None = None
+    ) -> dict[str, Any] | None:
+        tool = _keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)
+        if "annotations" in tool and isinstance(tool["annotations"], dict):
+            tool["annotations"] = dict(tool["annotations"])
+        if profile is not None and self.asks_in_arguments and self._needs_reserved(profile):
+            tool["inputSchema"] = _with_reserved_arguments(tool.get("inputSchema") or {})
+        return tool
+
+    def _needs_reserved(self, profile: ServerProfile) -> bool:
+        """Reserved answer arguments only where the upstream may ask what we cannot push."""
+        return any(AskKind(kind) not in self.pushable_asks for kind in profile.ask_kinds)
+
+    def describe_resource(
+        self, spec: ResourceSpec, profile: ServerProfile | None = None
+    ) -> dict[str, Any] | None:
+        resource = _keep(spec.wire(), KNOWN_RESOURCE_FIELDS, self.resource_fields)
+        return self._project_annotations(resource)
+
+    def describe_template(
+        self, spec: ResourceTemplateSpec, profile: ServerProfile | None = None
+    ) -> dict[str, Any] | None:
+        template = _keep(spec.wire(), KNOWN_TEMPLATE_FIELDS, self.template_fields)
+        return self._project_annotations(template)
+
+    def describe_prompt(
+        self, spec: PromptSpec, profile: ServerProfile | None = None
+    ) -> dict[str, Any] | None:
+        prompt = _keep(spec.wire(), KNOWN_PROMPT_FIELDS, self.prompt_fields)
+        if isinstance(prompt.get("arguments"), list) and "title" not in self.prompt_fields:
+            prompt["arguments"] = [
+                {k: v for k, v in a.items() if k != "title"} if isinstance(a, dict) else a
+                for a in prompt["arguments"]
+            ]
+        return prompt
+
+    def describe_implementation(self, info: dict[str, Any]) -> dict[str, Any]:
+        return _keep(info, KNOWN_IMPLEMENTATION_FIELDS, self.implementation_fields)
+
+    def capabilities(self, server_capabilities: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's capabilities as this revision's clients may see them."""
+        return _keep(server_capabilities, KNOWN_SERVER_CAPABILITIES, self.server_capabilities)
+
+    def _project_annotations(self, item: dict[str, Any]) -> dict[str, Any]:
+        annotations = item.get("annotations")
+        if not self.content_meta and isinstance(annotations, dict):
+            item["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
+        return item
+
+    def project_content(self, block: Any) -> Any:
+        """One content block as this revision can carry it (downgraded, never dropped)."""
+        if not isinstance(block, dict):
+            return block
+        kind = block.get("type")
+        if kind in KNOWN_CONTENT_TYPES and kind not in self.content_types:
+            return self.downgrade_content(block)
+        block = dict(block)
+        if not self.content_meta:
+            block.pop("_meta", None)
+            self._project_annotations(block)
+            resource = block.get("resource")
+            if isinstance(resource, dict) and "_meta" in resource:
+                block["resource"] = {k: v for k, v in resource.items() if k != "_meta"}
+        if kind == "resource_link" and "icons" not in self.resource_fields:
+            block.pop("icons", None)
+        return block
+
+    def downgrade_content(self, block: dict[str, Any]) -> dict[str, Any]:
+        """A text block that says what the client's revision could not show."""
+        kind = block.get("type")
+        if kind == "resource_link":
+            name = block.get("title") or block.get("name") or block.get("uri")
+            text = f"Resource link: {block.get('uri')} ({name})"
+        else:
+            text = f"[{kind} content ({block.get('mimeType', 'unknown type')}) omitted]"
+        return {"type": "text", "text": text}
+
+    def project_tool_result(self, original: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+        content = out.get("content")
+        if isinstance(content, list):
+            out["content"] = [self.project_content(block) for block in content]
+        structured = original.get("structuredContent")
+        if "structuredContent" in original:
+            fits = self.structured_content == "any" or (
+                self.structured_content == "object" and isinstance(structured, dict)
+            )
+            if fits:
+                out["structuredContent"] = structured
+            else:
+                out.pop("structuredContent", None)
+                blocks = out.setdefault("content", [])
+                if isinstance(blocks, list) and not any(
+                    isinstance(b, dict) and b.get("type") == "text" for b in blocks
+                ):
+                    blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
+        return out
+
+    def project_message(self, message: Any) -> Any:
+        if isinstance(message, dict) and "content" in message:
+            message = dict(message)
+            message["content"] = self.project_content(message["content"])
+        return message
+
+    def project_resource_contents(self, contents: Any) -> Any:
+        if isinstance(contents, dict) and not self.content_meta and "_meta" in contents:
+            return {k: v for k, v in contents.items() if k != "_meta"}
+        return contents
+
+    # ---- notifications and pushed asks toward the client
+
+    def encode_event(self, event: Event, listen_id: Any = None) -> Message | None:
+        """A server notification for this revision's client, or None if it has no form."""
+        if event.method not in self.server_notifications:
+            return None
+        params = dict(event.params)
+        if event.method == "notifications/progress" and not self.progress_message:
+            params.pop("message", None)
+        return rpc.notification(event.method, params)
+
+    def encode_ask(self, ask: Ask, request_id: Any) -> Message | None:
+        """A server-initiated request carrying an ask, if this revision's clients take it."""
+        if ask.kind not in self.pushable_asks:
+            return None
+        return rpc.request(request_id, ask.method, self.project_ask_params(ask))
+
+    def project_ask_params(self, ask: Ask) -> dict[str, Any]:
+        return dict(ask.params)
+
+    # ---- transport rules
+
+    def check_http(self, preamble: Preamble) -> Failure | None:
+        """The headers a Streamable HTTP POST of this revision must carry."""
+        if preamble.http_method != "POST":
+            return None
+        content_type = (preamble.header("content-type") or "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return Failure(
+                FailureKind.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"
+            )
+        if preamble.transport == "http":
+            accept = (preamble.header("accept") or "").lower()
+            wildcard = "*/*" in accept
+            if not wildcard and (
+                "application/json" not in accept or "text/event-stream" not in accept
+            ):
+                return Failure(
+                    FailureKind.NOT_ACCEPTABLE,
+                    "Accept must list both application/json and text/event-stream",
+                )
+        return None
+
+    # ---- the handshake, answered by the gateway itself
+
+    def negotiate(self, requested: str, supported: Iterable[str]) -> str:
+        """Legacy counter-offer: the client's version if we speak it, else our latest."""
+        supported = list(supported)
+        return requested if requested in supported else max(supported)
+
+    def initialize_result(self, profile: ServerProfile, protocol_version: str) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "protocolVersion": protocol_version,
+            "capabilities": self.capabilities(profile.capabilities),
+            "serverInfo": self.describe_implementation(profile.info),
+        }
+        if profile.instructions:
+            result["instructions"] = profile.instructions
+        return result
+
+    # ================================================================ client
+
+    def client_headers(self, call: Call | None, session_id: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json, text/event-stream"}
+        if session_id and self.session_header:
+            headers["Mcp-Session-Id"] = session_id
+        if self.version_header and (session_id is not None or call is not None):
+            headers["MCP-Protocol-Version"] = self.version
+        return headers
+
+    def client_handshake_params(
+        self, info: dict[str, Any], capabilities: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "protocolVersion": self.version,
+            "capabilities": self.client_project_capabilities(capabilities),
+            "clientInfo": self.describe_implementation(info),
+        }
+
+    def client_opening(
+        self, request_id: Any, info: dict[str, Any], capabilities: dict[str, Any]
+    ) -> Message:
+        """The first request a client of this revision sends to a server."""
+        return rpc.request(
+            request_id, "initialize", self.client_handshake_params(info, capabilities)
+        )
+
+    def client_project_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        projected = _keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
+        if "elicitation" in projected and AskKind.ELICIT not in self.ask_kinds:
+            projected.pop("elicitation")
+        return projected
+
+    def client_decorate_params(self, call: Call, params: dict[str, Any]) -> dict[str, Any]:
+        """Handshake revisions: the session carries who we are; only _meta pass-through."""
+        return params
+
+    def client_request(self, call: Call, request_id: Any) -> Message:
+        """The upstream request for a call, in this revision."""
+        params = self.client_project_params(call)
+        meta = dict(call.meta)
+        if call.progress_token is not None:
+            meta["progressToken"] = call.progress_token
+        if meta:
+            params["_meta"] = meta
+        params = self.client_decorate_params(call, params)
+        return rpc.request(request_id, call.method, params)
+
+    def client_project_params(self, call: Call) -> dict[str, Any]:
+        """The call's params as this revision's servers understand them."""
+        params = dict(call.params)
+        if call.operation is Operation.COMPLETE and "context" in params and not self.content_meta:
+            params.pop("context")
+        return params
+
+    def client_input_requests(self, message: Message) -> dict[str, Ask]:
+        """Asks in an upstream message: a server-initiated request (by its id)."""
+        if rpc.is_request(message):
+            kind = AskKind.for_method(message["method"])
+            if kind is not None:
+                return {str(message["id"]): Ask(kind, dict(message.get("params") or {}))}
+        return {}
+
+    def client_read_response(self, call: Call, message: Message) -> Outcome:
+        """An upstream response to a call, as an Outcome."""
+        if "error" in message:
+            return self.client_read_failure(message.get("error"))
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return Failure(FailureKind.UPSTREAM_PROTOCOL, "the upstream answered without a result")
+        return Value(result)
+
+    def client_read_failure(self, error: Any) -> Failure:
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            return Failure(FailureKind.UPSTREAM_PROTOCOL, "the upstream sent a malformed error")
+        code: int = error["code"]
+        message = str(error.get("message", ""))
+        data = error.get("data")
+        kind = self.client_error_kinds.get(code)
+        if kind is None:
+            return Failure(FailureKind.UPSTREAM_ERROR, message, data, code=code)
+        return Failure(kind, message, data)
+
+    @property
+    def client_error_kinds(self) -> dict[int, FailureKind]:
+        """How an upstream of this revision's codes read as failure kinds."""
+        table: dict[int, FailureKind] = {}
+        for kind in (
+            FailureKind.PARSE_ERROR,
+            FailureKind.INVALID_REQUEST,
+            FailureKind.UNKNOWN_METHOD,
+            FailureKind.INVALID_PARAMS,
+            FailureKind.INTERNAL,
+            FailureKind.RESOURCE_NOT_FOUND,
+            FailureKind.MISSING_CAPABILITY,
+            FailureKind.UNSUPPORTED_VERSION,
+            FailureKind.HEADER_MISMATCH,
+            FailureKind.URL_ELICITATION_REQUIRED,
+            FailureKind.SAMPLING_REJECTED,
+        ):
+            code = self.codes.get(kind)
+            if code is not None and code not in table:
+                table[code] = kind
+        return table
+
+    def client_answer(self, ask_id: Any, answer: Answer) -> Message:
+        """The response to an upstream's server-initiated request."""
+        if answer.error is not None:
+            error = answer.error
+            return rpc.error(
+                ask_id,
+                int(error.get("code", -32603)),
+                str(error.get("message", "")),
+                error.get("data"),
+            )
+        return rpc.result(ask_id, answer.result or {})
+
+    def client_read_profile(self, result: dict[str, Any]) -> ServerProfile:
+        """An initialize result as a ServerProfile."""
+        return ServerProfile(
+            info=result.get("serverInfo") or {"name": "upstream", "version": "0"},
+            capabilities=result.get("capabilities") or {},
+            instructions=result.get("instructions"),
+            versions=(str(result.get("protocolVersion", self.version)),),
+            ask_kinds=tuple(kind.value for kind in self.ask_kinds),
+        )
+
+    def client_read_event(self, message: Message) -> Event | None:
+        if rpc.is_notification(message):
+            params = message.get("params")
+            return Event(message["method"], params if isinstance(params, dict) else {})
+        return None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"]) or "params"
+        parts.append(f"{where}: {error['msg']}")
+    return "Invalid params: " + "; ".join(parts)
+
+
+def _with_reserved_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    properties = dict(schema.get("properties") or {})
+    properties[ANSWERS_ARGUMENT] = {
+        "type": "object",
+        "description": "Only when a previous call asked for input: the answers, by key.",
+    }
+    properties[STATE_ARGUMENT] = {
+        "type": "string",
+        "description": "Only when a previous call asked for input: the state it returned.",
+    }
+    schema["properties"] = properties
+    return schema
+
+
+def _merge_capabilities(asks: Iterable[Ask]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for ask in asks:
+        for key, value in ask.capability().items():
+            merged.setdefault(key, {}).update(value)
+    return merged

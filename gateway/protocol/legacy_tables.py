@@ -1,0 +1,48 @@
+"""Failure tables shared by the handshake-era revisions (they agree on these)."""
+
+from __future__ import annotations
+
+from gateway.core import FailureKind
+
+CODES: dict[FailureKind, int] = {
+    FailureKind.PARSE_ERROR: -32700,
+    FailureKind.INVALID_REQUEST: -32600,
+    FailureKind.UNKNOWN_METHOD: -32601,
+    FailureKind.INVALID_PARAMS: -32602,
+    FailureKind.INTERNAL: -32603,
+    FailureKind.RESOURCE_NOT_FOUND: -32002,
+    # No legacy code exists for these; the nearest standard meaning.
+    FailureKind.MISSING_CAPABILITY: -32602,
+    FailureKind.UNSUPPORTED_VERSION: -32602,
+    FailureKind.HEADER_MISMATCH: -32600,
+    FailureKind.URL_ELICITATION_REQUIRED: -32603,
+    FailureKind.SAMPLING_REJECTED: -1,
+    FailureKind.SESSION_REQUIRED: -32600,
+    FailureKind.SESSION_NOT_FOUND: -32001,
+    FailureKind.FORBIDDEN: -32600,
+    FailureKind.UNAUTHORIZED: -32600,
+    FailureKind.NOT_ACCEPTABLE: -32600,
+    FailureKind.UNSUPPORTED_MEDIA_TYPE: -32600,
+    FailureKind.PAYLOAD_TOO_LARGE: -32600,
+    FailureKind.METHOD_NOT_ALLOWED: -32600,
+    FailureKind.UPSTREAM_UNAVAILABLE: -32603,
+    FailureKind.UPSTREAM_TIMEOUT: -32603,
+    FailureKind.UPSTREAM_PROTOCOL: -32603,
+}
+
+# JSON-RPC errors travel in a normal 200 response; only transport-level
+# refusals get an HTTP error status.
+STATUSES: dict[FailureKind, int] = {
+    FailureKind.PARSE_ERROR: 400,
+    FailureKind.INVALID_REQUEST: 400,
+    FailureKind.UNSUPPORTED_VERSION: 400,
+    FailureKind.HEADER_MISMATCH: 400,
+    FailureKind.SESSION_REQUIRED: 400,
+    FailureKind.SESSION_NOT_FOUND: 404,
+    FailureKind.FORBIDDEN: 403,
+    FailureKind.UNAUTHORIZED: 401,
+    FailureKind.NOT_ACCEPTABLE: 406,
+    FailureKind.UNSUPPORTED_MEDIA_TYPE: 415,
+    FailureKind.PAYLOAD_TOO_LARGE: 413,
+    FailureKind.METHOD_NOT_ALLOWED: 405,
+}

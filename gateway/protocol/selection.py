@@ -1,0 +1,115 @@
+"""AdapterSet: the revisions a gateway speaks, and which one an inbound message speaks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.core import Failure, FailureKind, Preamble
+from gateway.protocol.adapter import Adapter
+from gateway.protocol.v2024_11_05 import Adapter2024_11_05
+from gateway.protocol.v2025_03_26 import Adapter2025_03_26
+from gateway.protocol.v2025_06_18 import Adapter2025_06_18
+from gateway.protocol.v2025_11_25 import Adapter2025_11_25
+from gateway.protocol.v2026_07_28 import PROTOCOL_VERSION, Adapter2026_07_28
+
+# Adding a revision: one file, one entry here.
+DEFAULT_ADAPTERS: tuple[type[Adapter], ...] = (
+    Adapter2026_07_28,
+    Adapter2025_11_25,
+    Adapter2025_06_18,
+    Adapter2025_03_26,
+    Adapter2024_11_05,
+)
+
+
+class AdapterSet:
+    """An immutable set of adapters, newest first."""
+
+    def __init__(self, adapters: Iterable[Adapter]) -> None:
+        self.adapters: tuple[Adapter, ...] = tuple(
+            sorted(adapters, key=lambda a: a.version, reverse=True)
+        )
+        if not self.adapters:
+            raise ValueError("an AdapterSet needs at least one adapter")
+        self.by_version: dict[str, Adapter] = {a.version: a for a in self.adapters}
+
+    @classmethod
+    def default(cls) -> AdapterSet:
+        return cls(adapter() for adapter in DEFAULT_ADAPTERS)
+
+    def with_adapter(self, adapter: Adapter) -> AdapterSet:
+        """This set plus one more revision (replacing any with the same version)."""
+        kept = [a for a in self.adapters if a.version != adapter.version]
+        return AdapterSet([*kept, adapter])
+
+    def only(self, versions: Iterable[str]) -> AdapterSet:
+        wanted = set(versions)
+        unknown = wanted - set(self.by_version)
+        if unknown:
+            raise ValueError(f"unknown protocol revision(s): {', '.join(sorted(unknown))}")
+        return AdapterSet(a for a in self.adapters if a.version in wanted)
+
+    @property
+    def versions(self) -> list[str]:
+        return [a.version for a in self.adapters]
+
+    @property
+    def stateless(self) -> list[Adapter]:
+        return [a for a in self.adapters if not a.has_handshake]
+
+    @property
+    def handshake(self) -> list[Adapter]:
+        return [a for a in self.adapters if a.has_handshake]
+
+    @property
+    def default_legacy(self) -> Adapter:
+        """For a request that names no revision: the newest that needs no version header."""
+        quiet = [a for a in self.handshake if not a.version_header and "http" in a.transports]
+        return (quiet or self.handshake or list(self.adapters))[0]
+
+    def for_initialize(self, requested: Any) -> Adapter:
+        """Legacy negotiation: the client's revision if we speak it, else our newest."""
+        adapter = self.by_version.get(requested) if isinstance(requested, str) else None
+        if adapter is not None and adapter.has_handshake:
+            return adapter
+        return self.handshake[0] if self.handshake else self.adapters[0]
+
+    def unsupported(self, requested: str, *, stateless: bool) -> Failure:
+        supported = [a.version for a in (self.stateless if stateless else self.adapters)]
+        return Failure(
+            FailureKind.UNSUPPORTED_VERSION,
+            f"Unsupported protocol version: {requested}",
+            {"supported": supported or self.versions, "requested": requested},
+        )
+
+    def select(self, preamble: Preamble) -> Adapter | Failure:
+        """The adapter for an inbound message: per-request `_meta`, header, initialize,
+        session, in that order, else the legacy default."""
+        body = preamble.body
+        first = body[0] if isinstance(body, list) and body else body
+        message: dict[str, Any] = first if isinstance(first, dict) else {}
+        raw_params = message.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        raw_meta = params.get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        per_request = meta.get(PROTOCOL_VERSION)
+        if isinstance(per_request, str):
+            adapter = self.by_version.get(per_request)
+            if adapter is None or adapter.has_handshake:
+                return self.unsupported(per_request, stateless=True)
+            return adapter
+        header = preamble.header("mcp-protocol-version")
+        if header is not None:
+            adapter = self.by_version.get(header)
+            if adapter is None:
+                return self.unsupported(header, stateless=preamble.session is None)
+            if not adapter.has_handshake:
+                return adapter
+        if message.get("method") == "initialize":
+            return self.for_initialize(params.get("protocolVersion"))
+        if preamble.session is not None:
+            return self.by_version.get(preamble.session.protocol_version, self.default_legacy)
+        if header is not None:
+            return self.by_version[header]
+        return self.default_legacy

@@ -1,0 +1,368 @@
+"""MCP 2026-07-28: stateless.  No initialize, no session: every request carries its
+own `_meta` (protocol version, client capabilities), servers never send requests
+and ask for input with `input_required` results instead."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from gateway.core import (
+    CACHEABLE,
+    MAY_ASK,
+    Answer,
+    Ask,
+    AskKind,
+    Call,
+    ClientContext,
+    Event,
+    Failure,
+    FailureKind,
+    InputRequired,
+    Operation,
+    Outcome,
+    Preamble,
+    ServerProfile,
+    Value,
+)
+from gateway.core import jsonrpc as rpc
+from gateway.protocol.adapter import Message, decode_header_value, encode_header_value
+from gateway.protocol.models import LOG_LEVELS
+from gateway.protocol.v2025_11_25 import Adapter2025_11_25
+
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+# The per-request protocol keys: consumed on decode, re-stamped on the way out.
+PROTOCOL_META_KEYS = frozenset({PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL})
+# Requests whose Mcp-Name header mirrors a body field.
+NAMED = {
+    Operation.TOOLS_CALL: "name",
+    Operation.PROMPTS_GET: "name",
+    Operation.RESOURCES_READ: "uri",
+}
+
+
+class Adapter2026_07_28(Adapter2025_11_25):
+    version = "2026-07-28"
+
+    can_ask = True
+    can_push_ask = False
+    asks_in_arguments = False
+    has_handshake = False
+    allows_batch = False
+
+    methods = frozenset(
+        {
+            Operation.DISCOVER,
+            Operation.TOOLS_LIST,
+            Operation.TOOLS_CALL,
+            Operation.RESOURCES_LIST,
+            Operation.RESOURCES_TEMPLATES_LIST,
+            Operation.RESOURCES_READ,
+            Operation.PROMPTS_LIST,
+            Operation.PROMPTS_GET,
+            Operation.COMPLETE,
+            Operation.LISTEN,
+            # The tasks extension keeps these (tasks/result and tasks/list are gone).
+            Operation.TASKS_GET,
+            Operation.TASKS_CANCEL,
+            Operation.TASKS_UPDATE,
+            # Only on stdio, and only client to server.
+            Operation.CANCELLED,
+        }
+    )
+    server_notifications = frozenset(
+        {
+            "notifications/progress",
+            "notifications/message",
+            "notifications/resources/updated",
+            "notifications/resources/list_changed",
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/subscriptions/acknowledged",
+            "notifications/cancelled",
+            "notifications/tasks",
+        }
+    )
+    ask_kinds = frozenset(AskKind)
+    pushable_asks = frozenset[AskKind]()  # servers MUST NOT send requests
+
+    tool_fields = Adapter2025_11_25.tool_fields - {"execution"}
+    server_capabilities = (Adapter2025_11_25.server_capabilities - {"tasks"}) | {"extensions"}
+    client_capabilities = (Adapter2025_11_25.client_capabilities - {"tasks"}) | {"extensions"}
+    result_fields = frozenset({"resultType", "ttlMs", "cacheScope", "structuredContent"})
+    structured_content = "any"
+
+    session_header: ClassVar[str | None] = None
+    version_header = True
+
+    codes = {
+        **Adapter2025_11_25.codes,
+        FailureKind.RESOURCE_NOT_FOUND: -32602,  # -32002 MUST NOT be emitted any more
+        FailureKind.MISSING_CAPABILITY: -32021,
+        FailureKind.UNSUPPORTED_VERSION: -32022,
+        FailureKind.HEADER_MISMATCH: -32020,
+        FailureKind.URL_ELICITATION_REQUIRED: -32603,  # never emitted: input_required instead
+    }
+    statuses = {
+        **Adapter2025_11_25.statuses,
+        FailureKind.UNKNOWN_METHOD: 404,
+        FailureKind.INVALID_PARAMS: 400,
+        FailureKind.RESOURCE_NOT_FOUND: 400,
+        FailureKind.MISSING_CAPABILITY: 400,
+        FailureKind.UNSUPPORTED_VERSION: 400,
+        FailureKind.HEADER_MISMATCH: 400,
+    }
+
+    def translate_code(self, code: int) -> int:
+        # Legacy "resource not found" reads as invalid params here.
+        return -32602 if code == -32002 else code
+
+    # ---------------------------------------------------------------- server
+
+    def check_params(
+        self, operation: Operation, params: dict[str, Any], preamble: Preamble
+    ) -> Failure | None:
+        if operation.is_notification:
+            return None
+        meta = params.get("_meta")
+        if not isinstance(meta, dict):
+            return Failure(FailureKind.INVALID_PARAMS, "params._meta is required")
+        version = meta.get(PROTOCOL_VERSION)
+        if not isinstance(version, str):
+            return Failure(FailureKind.INVALID_PARAMS, f"_meta[{PROTOCOL_VERSION!r}] is required")
+        if version != self.version:
+            return Failure(
+                FailureKind.UNSUPPORTED_VERSION,
+                f"Unsupported protocol version: {version}",
+                {"supported": [self.version], "requested": version},
+            )
+        if not isinstance(meta.get(CLIENT_CAPABILITIES), dict):
+            return Failure(
+                FailureKind.INVALID_PARAMS, f"_meta[{CLIENT_CAPABILITIES!r}] is required"
+            )
+        level = meta.get(LOG_LEVEL)
+        if level is not None and level not in LOG_LEVELS:
+            return Failure(FailureKind.INVALID_PARAMS, f"unknown log level: {level!r}")
+        return None
+
+    def client_info_for(
+        self, operation: Operation, params: dict[str, Any], preamble: Preamble
+    ) -> ClientContext:
+        meta = params.get("_meta") or {}
+        info = meta.get(CLIENT_INFO)
+        return ClientContext(
+            protocol_version=self.version,
+            capabilities=dict(meta.get(CLIENT_CAPABILITIES) or {}),
+            info=info if isinstance(info, dict) else None,
+            log_level=meta.get(LOG_LEVEL),
+        )
+
+    def answers_for(
+        self, operation: Operation, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Answer] | None, str | None]:
+        if "inputResponses" not in params and "requestState" not in params:
+            return params, None, None
+        params = dict(params)
+        responses = params.pop("inputResponses", None)
+        state = params.pop("requestState", None)
+        if operation not in MAY_ASK:
+            return params, None, None  # unexpected entries are ignored
+        answers = None
+        if isinstance(responses, dict):
+            answers = {
+                str(key): Answer(result=value if isinstance(value, dict) else {})
+                for key, value in responses.items()
+            }
+        return params, answers, state if isinstance(state, str) else None
+
+    def actions_for(
+        self, operation: Operation, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], str | int | None]:
+        params, meta, token = super().actions_for(operation, params)
+        return params, {k: v for k, v in meta.items() if k not in PROTOCOL_META_KEYS}, token
+
+    def project_result(
+        self, operation: Operation, result: dict[str, Any], profile: ServerProfile
+    ) -> dict[str, Any]:
+        out = super().project_result(operation, result, profile)
+        out["resultType"] = "complete"
+        if operation in CACHEABLE:
+            out.setdefault("ttlMs", profile.cache_ttl_ms)
+            out.setdefault("cacheScope", profile.cache_scope)
+        meta = dict(out.get("_meta") or {})
+        meta.setdefault(SERVER_INFO, self.describe_implementation(profile.info))
+        out["_meta"] = meta
+        return out
+
+    def encode_input_required(
+        self, call: Call, profile: ServerProfile, outcome: InputRequired
+    ) -> Message:
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if outcome.asks:
+            result["inputRequests"] = {
+                key: {"method": ask.method, "params": self.project_ask_params(ask)}
+                for key, ask in outcome.asks.items()
+            }
+        if outcome.state is not None:
+            result["requestState"] = outcome.state
+        if outcome.meta:
+            result["_meta"] = dict(outcome.meta)
+        return rpc.result(call.id, result)
+
+    def project_ask_params(self, ask: Ask) -> dict[str, Any]:
+        # Upstream-only correlation fields have no place in an input request.
+        params = {k: v for k, v in ask.params.items() if k not in ("_meta", "task")}
+        if ask.kind is AskKind.ELICIT:
+            params.pop("elicitationId", None)
+        return params
+
+    def encode_event(self, event: Event, listen_id: Any = None) -> Message | None:
+        message = super().encode_event(event, listen_id)
+        if message is not None and listen_id is not None:
+            params = message.setdefault("params", {})
+            params["_meta"] = {**(params.get("_meta") or {}), SUBSCRIPTION_ID: listen_id}
+        return message
+
+    def discover_result(self, profile: ServerProfile, supported: list[str]) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": supported,
+            "capabilities": self.capabilities(profile.capabilities),
+        }
+        if profile.instructions:
+            result["instructions"] = profile.instructions
+        return self.project_result(Operation.DISCOVER, result, profile)
+
+    def check_http(self, preamble: Preamble) -> Failure | None:
+        failure = super().check_http(preamble)
+        if failure is not None or preamble.http_method != "POST":
+            return failure
+        body = preamble.body
+        if not isinstance(body, dict) or not isinstance(body.get("method"), str):
+            return None  # the decoder reports what is wrong with the body itself
+        header_version = preamble.header("mcp-protocol-version")
+        meta = (
+            (body.get("params") or {}).get("_meta")
+            if isinstance(body.get("params"), dict)
+            else None
+        )
+        meta_version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        if header_version is None:
+            return _mismatch("the MCP-Protocol-Version header is required")
+        if meta_version is not None and header_version != meta_version:
+            return _mismatch("MCP-Protocol-Version does not match _meta protocolVersion")
+        if body.get("id") is None:
+            return None  # headers on notifications are not defined
+        method_header = preamble.header("mcp-method")
+        if method_header is None:
+            return _mismatch("the Mcp-Method header is required")
+        if method_header != body["method"]:
+            return _mismatch("Mcp-Method does not match the body's method")
+        field = NAMED.get(Operation.for_method(body["method"]))
+        if field is not None:
+            name_header = preamble.header("mcp-name")
+            value = (body.get("params") or {}).get(field)
+            if name_header is None:
+                return _mismatch("the Mcp-Name header is required")
+            if decode_header_value(name_header) != value:
+                return _mismatch(f"Mcp-Name does not match params.{field}")
+        return None
+
+    # ---------------------------------------------------------------- client
+
+    def client_headers(self, call: Call | None, session_id: str | None) -> dict[str, str]:
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": self.version,
+        }
+        if call is not None:
+            headers["Mcp-Method"] = call.method
+            field = NAMED.get(call.operation)
+            value = call.params.get(field) if field else None
+            if isinstance(value, str):
+                headers["Mcp-Name"] = encode_header_value(value)
+        return headers
+
+    def client_decorate_params(self, call: Call, params: dict[str, Any]) -> dict[str, Any]:
+        """Who is asking, on every request: the server keeps nothing between them."""
+        meta = dict(params.get("_meta") or {})
+        meta[PROTOCOL_VERSION] = self.version
+        meta[CLIENT_CAPABILITIES] = self.client_project_capabilities(call.client.capabilities)
+        if call.client.info is not None:
+            meta[CLIENT_INFO] = self.describe_implementation(call.client.info)
+        if call.client.log_level is not None:
+            meta[LOG_LEVEL] = call.client.log_level
+        return {**params, "_meta": meta}
+
+    def client_project_params(self, call: Call) -> dict[str, Any]:
+        params = super().client_project_params(call)
+        if call.answers is not None:
+            params["inputResponses"] = {
+                key: answer.result or {} for key, answer in call.answers.items()
+            }
+        if call.state is not None:
+            params["requestState"] = call.state
+        return params
+
+    def client_input_requests(self, message: Message) -> dict[str, Ask]:
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return {}
+        asks = {}
+        for key, request in (result.get("inputRequests") or {}).items():
+            if not isinstance(request, dict):
+                continue
+            kind = AskKind.for_method(str(request.get("method")))
+            if kind is not None:
+                asks[str(key)] = Ask(kind, dict(request.get("params") or {}))
+        return asks
+
+    def client_read_response(self, call: Call, message: Message) -> Outcome:
+        outcome = super().client_read_response(call, message)
+        if not isinstance(outcome, Value):
+            return outcome
+        kind = outcome.result.get("resultType", "complete")
+        if kind == "input_required":
+            state = outcome.result.get("requestState")
+            return InputRequired(
+                self.client_input_requests(message), state if isinstance(state, str) else None
+            )
+        if kind not in ("complete", "task"):
+            return Failure(FailureKind.UPSTREAM_PROTOCOL, f"unknown resultType {kind!r}")
+        return outcome
+
+    def client_read_profile(self, result: dict[str, Any]) -> ServerProfile:
+        meta = result.get("_meta") or {}
+        versions = [v for v in result.get("supportedVersions") or [] if isinstance(v, str)]
+        if self.version in versions:
+            versions.remove(self.version)
+        return ServerProfile(
+            info=meta.get(SERVER_INFO) or {"name": "upstream", "version": "0"},
+            capabilities=result.get("capabilities") or {},
+            instructions=result.get("instructions"),
+            versions=(self.version, *versions),
+            ask_kinds=tuple(kind.value for kind in self.ask_kinds),
+        )
+
+    def client_opening(
+        self, request_id: Any, info: dict[str, Any], capabilities: dict[str, Any]
+    ) -> Message:
+        """No handshake: discovery is the probe, and says the same things."""
+        return rpc.request(
+            request_id,
+            Operation.DISCOVER.value,
+            {
+                "_meta": {
+                    PROTOCOL_VERSION: self.version,
+                    CLIENT_CAPABILITIES: {},
+                    CLIENT_INFO: self.describe_implementation(info),
+                }
+            },
+        )
+
+
+def _mismatch(message: str) -> Failure:
+    return Failure(FailureKind.HEADER_MISMATCH, message)

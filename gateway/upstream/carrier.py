@@ -1,0 +1,98 @@
+"""What every upstream carrier (Streamable HTTP, HTTP+SSE, stdio) offers the link.
+
+A carrier moves JSON-RPC messages (already-parsed dicts) to and from one
+upstream endpoint.  It knows nothing about MCP revisions: headers are given to
+it by the caller (built by an adapter's client role), and it hands back raw
+messages.  Correlating responses with requests is the carrier's job, because
+only it knows whether the wire ties them together (a POST's response stream)
+or not (one shared SSE stream, or stdio).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+
+
+class CarrierError(Exception):
+    """The upstream could not be reached or broke the transport's rules.
+
+    ``status`` is the HTTP status when there was one; ``body`` is what the
+    upstream said (possibly empty), kept so era probing can read a modern
+    error out of a 4xx.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: bytes = b"",
+        timeout: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.timeout = timeout
+
+
+@dataclass
+class Exchange:
+    """The messages an upstream sent in reply to one request.
+
+    ``messages`` yields, in order, every message the upstream tied to the
+    request (notifications, server-initiated requests) and ends with the
+    JSON-RPC response whose id equals the request's.  ``headers`` are the
+    response headers (HTTP) or empty.  ``status`` is the HTTP status (200 for
+    stdio and HTTP+SSE).
+    """
+
+    status: int
+    headers: Mapping[str, str]
+    messages: AsyncIterator[Message]
+    closer: Any = field(default=None, repr=False)
+
+    async def aclose(self) -> None:
+        """Stop reading (closing the HTTP response, which on 2026 cancels)."""
+        if self.closer is not None:
+            await self.closer()
+
+
+class Carrier(ABC):
+    """One upstream endpoint; safe to use from many tasks at once."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Open what must be open before the first message (HTTP+SSE stream, child)."""
+
+    @abstractmethod
+    async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        """Send a JSON-RPC request; the returned exchange yields its related messages.
+
+        Raises CarrierError when the upstream refuses at the transport level
+        (connection refused, non-2xx status without a JSON-RPC body, timeout).
+        A 4xx whose body is a JSON-RPC error response is *not* raised: the
+        exchange's status says 4xx and its messages yield that error.
+        """
+
+    @abstractmethod
+    async def send(self, message: Message, headers: Mapping[str, str]) -> None:
+        """Send a notification or a response to a server-initiated request."""
+
+    @abstractmethod
+    async def listen(self, headers: Mapping[str, str]) -> AsyncIterator[Message] | None:
+        """Messages that belong to no request: the Streamable HTTP GET stream,
+        unmatched messages of the HTTP+SSE stream or of stdio.  None when the
+        upstream offers no such channel (HTTP 405)."""
+
+    @abstractmethod
+    async def terminate(self, headers: Mapping[str, str]) -> None:
+        """End an upstream session (HTTP DELETE); nothing for other carriers."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release everything (open streams, the child process)."""

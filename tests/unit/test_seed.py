@@ -1,0 +1,86 @@
+"""The seed design's own examples, run against this package."""
+
+from gateway.core import Failure, FailureKind
+from gateway.protocol.selection import AdapterSet
+
+
+def test_adapter_by_version() -> None:
+    adapter = AdapterSet.default().by_version["2026-07-28"]
+    assert adapter.version == "2026-07-28"
+    assert type(adapter).__name__ == "Adapter2026_07_28"
+
+
+def test_behavioural_flags() -> None:
+    flags = {
+        adapter.version: (
+            adapter.can_ask,
+            adapter.can_push_ask,
+            adapter.asks_in_arguments,
+            adapter.has_handshake,
+            adapter.allows_batch,
+        )
+        for adapter in AdapterSet.default().adapters
+    }
+    assert flags == {
+        #                  can_ask  push   arguments  handshake  batch
+        "2026-07-28": (True, False, False, False, False),
+        "2025-11-25": (False, True, False, True, False),
+        "2025-06-18": (False, True, False, True, False),
+        "2025-03-26": (False, False, True, True, True),
+        "2024-11-05": (False, False, True, True, False),
+    }
+
+
+def test_carries_state_is_derived() -> None:
+    carries = {a.version for a in AdapterSet.default().adapters if a.carries_state}
+    assert carries == {"2026-07-28", "2025-03-26", "2024-11-05"}
+
+
+def test_failure_mapping() -> None:
+    modern = AdapterSet.default().by_version["2026-07-28"]
+    legacy = AdapterSet.default().by_version["2025-11-25"]
+    unknown = Failure(FailureKind.UNKNOWN_METHOD, "no such method")
+    assert modern.http_status(unknown) == 404
+    assert legacy.http_status(unknown) == 200
+
+
+def test_modern_only_codes() -> None:
+    adapters = AdapterSet.default().by_version
+    missing = Failure(FailureKind.MISSING_CAPABILITY, "needs elicitation")
+    version = Failure(FailureKind.UNSUPPORTED_VERSION, "no")
+    assert adapters["2026-07-28"].error_code(missing) == -32021
+    assert adapters["2026-07-28"].error_code(version) == -32022
+    for legacy in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"):
+        assert adapters[legacy].error_code(missing) not in (-32021, -32022)
+        assert adapters[legacy].error_code(version) not in (-32021, -32022)
+
+
+def test_the_legacy_chain_is_several_classes_deep() -> None:
+    modern = type(AdapterSet.default().by_version["2026-07-28"])
+    names = [c.__name__ for c in modern.__mro__ if c.__name__.startswith("Adapter2")]
+    assert names == [
+        "Adapter2026_07_28",
+        "Adapter2025_11_25",
+        "Adapter2025_06_18",
+        "Adapter2025_03_26",
+        "Adapter2024_11_05",
+    ]
+
+
+def test_argument_failures_are_results() -> None:
+    from gateway.core import Call, ClientContext, Operation, ServerProfile
+
+    for adapter in AdapterSet.default().adapters:
+        call = Call(
+            id=7,
+            operation=Operation.TOOLS_CALL,
+            method="tools/call",
+            params={"name": "add"},
+            client=ClientContext(adapter.version),
+        )
+        failure = Failure(FailureKind.INVALID_ARGUMENTS, "a must be an integer")
+        message = adapter.encode(call, ServerProfile(), failure)
+        assert message is not None
+        assert "error" not in message
+        assert message["result"]["isError"] is True
+        assert message["result"]["content"][0]["text"] == "a must be an integer"
