@@ -19,7 +19,7 @@ from gateway.core.catalog import (
     ServerProfile,
     ToolSpec,
 )
-from gateway.core.exchange import EventSink, Exchange
+from gateway.core.exchange import Asker, EventSink, Exchange
 from gateway.core.failure import Failure, FailureKind
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
 from gateway.core.preamble import Preamble, SessionView
@@ -31,6 +31,7 @@ __all__ = [
     "Answer",
     "Ask",
     "AskKind",
+    "Asker",
     "Call",
     "ClientContext",
     "ClientReply",

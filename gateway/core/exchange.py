@@ -6,11 +6,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core.ask import Answer, Ask
 from gateway.core.call import Call
 from gateway.core.catalog import ServerProfile
 from gateway.core.outcome import Event
+from gateway.core.preamble import SessionView
 
 EventSink = Callable[[Event], Awaitable[None]]
+# Puts one ask to the downstream client and waits for its answer.
+Asker = Callable[[Ask], Awaitable[Answer]]
 
 
 async def _discard(event: Event) -> None:
@@ -24,7 +28,8 @@ class Exchange:
     ``principal`` identifies the caller for state binding (a digest of its
     credentials, never the credentials); ``forward_headers`` are the inbound
     headers the route forwards upstream; ``emit`` delivers events (progress,
-    logs) on the stream the request belongs to.
+    logs) on the stream the request belongs to; ``ask`` puts a question to the
+    client where its revision and transport can carry one (None elsewhere).
     """
 
     call: Call
@@ -34,4 +39,6 @@ class Exchange:
     request_id: str = ""
     forward_headers: dict[str, str] = field(default_factory=dict)
     emit: EventSink = _discard
+    ask: Asker | None = None
+    session: SessionView | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -176,7 +176,7 @@ class Adapter(ABC):
     # HTTP transport facts.
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
-    transports: ClassVar[frozenset[str]] = frozenset({"http", "stdio"})
+    transports: ClassVar[frozenset[str]] = frozenset({"http", "sse", "stdio"})
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]
@@ -471,6 +471,11 @@ class Adapter(ABC):
             out["messages"] = [self.project_message(m) for m in out["messages"]]
         elif operation is Operation.RESOURCES_READ and isinstance(out.get("contents"), list):
             out["contents"] = [self.project_resource_contents(c) for c in out["contents"]]
+        elif operation in (Operation.INITIALIZE, Operation.DISCOVER):
+            if isinstance(out.get("capabilities"), dict):
+                out["capabilities"] = self.capabilities(out["capabilities"])
+            if isinstance(out.get("serverInfo"), dict):
+                out["serverInfo"] = self.describe_implementation(out["serverInfo"])
         return out
 
     def _describe_all(

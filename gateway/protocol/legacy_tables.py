@@ -11,6 +11,8 @@ CODES: dict[FailureKind, int] = {
     FailureKind.INVALID_PARAMS: -32602,
     FailureKind.INTERNAL: -32603,
     FailureKind.RESOURCE_NOT_FOUND: -32002,
+    # A tools/call renders it as an isError result; anywhere else it is invalid params.
+    FailureKind.INVALID_ARGUMENTS: -32602,
     # No legacy code exists for these; the nearest standard meaning.
     FailureKind.MISSING_CAPABILITY: -32602,
     FailureKind.UNSUPPORTED_VERSION: -32602,

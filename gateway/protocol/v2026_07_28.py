@@ -126,8 +126,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def check_params(
         self, operation: Operation, params: dict[str, Any], preamble: Preamble
     ) -> Failure | None:
-        if operation.is_notification:
-            return None
+        if operation.is_notification or rpc.is_notification(preamble.body):
+            return None  # notification `_meta` is optional (vendor notifications too)
         meta = params.get("_meta")
         if not isinstance(meta, dict):
             return Failure(FailureKind.INVALID_PARAMS, "params._meta is required")
@@ -154,11 +154,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
     ) -> ClientContext:
         meta = params.get("_meta") or {}
         info = meta.get(CLIENT_INFO)
+        # Notifications are not checked for the request keys: trust only well-typed values.
+        capabilities = meta.get(CLIENT_CAPABILITIES)
+        level = meta.get(LOG_LEVEL)
         return ClientContext(
             protocol_version=self.version,
-            capabilities=dict(meta.get(CLIENT_CAPABILITIES) or {}),
+            capabilities=dict(capabilities) if isinstance(capabilities, dict) else {},
             info=info if isinstance(info, dict) else None,
-            log_level=meta.get(LOG_LEVEL),
+            log_level=level if isinstance(level, str) else None,
         )
 
     def answers_for(
@@ -184,6 +187,11 @@ class Adapter2026_07_28(Adapter2025_11_25):
     ) -> tuple[dict[str, Any], dict[str, Any], str | int | None]:
         params, meta, token = super().actions_for(operation, params)
         return params, {k: v for k, v in meta.items() if k not in PROTOCOL_META_KEYS}, token
+
+    def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
+        out = super().project_result_fields(result)
+        out.setdefault("resultType", "complete")  # required on every result
+        return out
 
     def project_result(
         self, operation: Operation, result: dict[str, Any], profile: ServerProfile

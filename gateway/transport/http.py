@@ -1,0 +1,599 @@
+"""The inbound HTTP endpoint: Streamable HTTP and the old HTTP+SSE transport on one path.
+
+I/O only.  Which revision a request speaks is the AdapterSet's call; what a
+message means is the adapter's; what to do about it is the forwarder's.  This
+module moves bytes, keeps downstream sessions and picks JSON or SSE for each
+answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+from aiohttp import web
+
+from gateway.bridge.forwarder import Forwarder
+from gateway.core import (
+    Answer,
+    Ask,
+    Call,
+    ClientReply,
+    DecodeFailure,
+    Event,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    Preamble,
+    ServerProfile,
+)
+from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol.models import LOG_LEVELS
+from gateway.transport.guard import OriginGuard
+from gateway.transport.sessions import Session, SessionStore
+from gateway.upstream.link import UpstreamLink
+from gateway.upstream.sse import encode_event
+
+log = structlog.get_logger(__name__)
+
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+SESSION_QUERY = "sessionId"
+
+# Called once per finished call, for logs and metrics.
+CallObserver = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Route:
+    """One path of the gateway and the upstream behind it."""
+
+    path: str
+    link: UpstreamLink
+    adapters: AdapterSet
+    guard: OriginGuard
+    forward_headers: tuple[str, ...] = ("authorization", "traceparent", "tracestate", "baggage")
+    max_body: int = 4 * 1024 * 1024
+    cache_ttl_ms: int = 0
+    cache_scope: str = "private"
+    ask_timeout: float = 300.0
+    sessions: SessionStore = field(default_factory=SessionStore)
+    observers: list[CallObserver] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.forwarder = Forwarder(
+            self.link,
+            client_versions=self.adapters.versions,
+            stateless_versions=[a.version for a in self.adapters.stateless],
+        )
+
+
+def _principal(headers: dict[str, str]) -> str:
+    """A digest of the caller's credentials: binds state without keeping secrets."""
+    credentials = headers.get("authorization")
+    if not credentials:
+        return "anonymous"
+    return hashlib.sha256(credentials.encode()).hexdigest()[:32]
+
+
+class Responder:
+    """One POST's answer: plain JSON unless something must be streamed first."""
+
+    def __init__(self, request: web.Request, headers: dict[str, str]) -> None:
+        self.request = request
+        self.headers = headers
+        self.stream: web.StreamResponse | None = None
+        self._lock = asyncio.Lock()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            if self.stream is None:
+                self.stream = web.StreamResponse(
+                    status=200,
+                    headers={
+                        **self.headers,
+                        "Content-Type": EVENT_STREAM,
+                        "Cache-Control": "no-cache",
+                    },
+                )
+                await self.stream.prepare(self.request)
+            await self.stream.write(encode_event(orjson.dumps(message).decode(), event="message"))
+
+    async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
+        if self.stream is not None:
+            await self.send(message)
+            await self.stream.write_eof()
+            return self.stream
+        return web.Response(
+            body=orjson.dumps(message), status=status, content_type=JSON, headers=self.headers
+        )
+
+
+class Endpoint:
+    """The aiohttp handlers for one route."""
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.adapters = route.adapters
+        self._profile: ServerProfile | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ helpers
+
+    def _reporter(self, preamble: Preamble) -> Adapter:
+        """The adapter to word a failure in when no adapter could be picked."""
+        body = preamble.body if isinstance(preamble.body, dict) else {}
+        params = body.get("params") if isinstance(body.get("params"), dict) else {}
+        if (
+            isinstance(params, dict)
+            and isinstance(params.get("_meta"), dict)
+            and self.adapters.stateless
+        ):
+            return self.adapters.stateless[0]
+        if preamble.session is not None:
+            adapter = self.adapters.by_version.get(preamble.session.protocol_version)
+            if adapter is not None:
+                return adapter
+        return self.adapters.default_legacy
+
+    def _refuse(
+        self,
+        adapter: Adapter,
+        failure: Failure,
+        id_: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        message = adapter.encode_failure(id_, failure)
+        return web.Response(
+            body=orjson.dumps(message),
+            status=adapter.http_status(failure),
+            content_type=JSON,
+            headers={**failure.headers, **(headers or {})},
+        )
+
+    async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
+        if self._profile is None or self.route.link.verdict is None:
+            upstream = await self.route.link.profile(principal, headers)
+            self._profile = upstream.model_copy(
+                update={
+                    "cache_ttl_ms": self.route.cache_ttl_ms,
+                    "cache_scope": self.route.cache_scope,
+                }
+            )
+        return self._profile
+
+    def _forwarded(self, headers: dict[str, str]) -> dict[str, str]:
+        return {name: headers[name] for name in self.route.forward_headers if name in headers}
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --------------------------------------------------------------- POST
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        legacy_sse_id = request.query.get(SESSION_QUERY)
+        session_id = legacy_sse_id or headers.get("mcp-session-id")
+        session = self.route.sessions.get(session_id)
+        preamble = Preamble(
+            body=None,
+            headers=headers,
+            http_method="POST",
+            transport="sse" if legacy_sse_id is not None else "http",
+            session=session.view if session is not None else None,
+            peer=request.remote or "",
+        )
+        refused = self.route.guard.check(headers)
+        if refused is not None:
+            return self._refuse(self._reporter(preamble), refused)
+        if request.content_length is not None and request.content_length > self.route.max_body:
+            return self._refuse(self._reporter(preamble), _too_large(self.route.max_body))
+        try:
+            raw = await request.content.read(self.route.max_body + 1)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return web.Response(status=400)
+        if len(raw) > self.route.max_body:
+            return self._refuse(self._reporter(preamble), _too_large(self.route.max_body))
+        try:
+            preamble.body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            preamble.parse_error = f"Parse error: {exc}"
+            return self._refuse(
+                self._reporter(preamble), Failure(FailureKind.PARSE_ERROR, preamble.parse_error)
+            )
+
+        if session_id is not None and session is None:
+            failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
+            return self._refuse(self._reporter(preamble), failure, _first_id(preamble.body))
+        selected = self.adapters.select(preamble)
+        if isinstance(selected, Failure):
+            return self._refuse(self._reporter(preamble), selected, _first_id(preamble.body))
+        adapter = selected
+        refusal = adapter.check_http(preamble)
+        if refusal is not None:
+            return self._refuse(adapter, refusal, _first_id(preamble.body))
+        if (
+            adapter.has_handshake
+            and session is None
+            and adapter.session_header
+            and not _is_initialize(preamble.body)
+        ):
+            failure = Failure(
+                FailureKind.SESSION_REQUIRED, "Bad Request: missing Mcp-Session-Id header"
+            )
+            return self._refuse(adapter, failure, _first_id(preamble.body))
+        if (
+            session is not None
+            and session.view.protocol_version != adapter.version
+            and adapter.has_handshake
+        ) and not _is_initialize(preamble.body):
+            adapter = self.adapters.by_version.get(session.view.protocol_version, adapter)
+
+        principal = session.principal if session is not None else _principal(headers)
+        forwarded = self._forwarded(headers)
+        items = adapter.decode(preamble)
+        try:
+            profile = await self.profile(principal, forwarded)
+        except Failure as failure:
+            profile = None
+            upstream_failure: Failure | None = failure
+        else:
+            upstream_failure = None
+
+        requests = [i for i in items if isinstance(i, Call) and not i.is_notification]
+        failures = [i for i in items if isinstance(i, DecodeFailure)]
+        response_headers: dict[str, str] = {}
+
+        # The handshake: the gateway answers it itself, with a new session.
+        for item in requests:
+            if item.operation is Operation.INITIALIZE:
+                if session is None:
+                    session = self.route.sessions.create(
+                        adapter.version, principal, item.client.capabilities, item.client.info
+                    )
+                else:
+                    session.view.protocol_version = adapter.version
+                    session.view.capabilities = item.client.capabilities
+                    session.view.info = item.client.info
+                if adapter.session_header and preamble.transport == "http":
+                    response_headers["Mcp-Session-Id"] = session.id
+
+        for entry in items:
+            if isinstance(entry, ClientReply) and session is not None:
+                session.resolve(entry.id, entry.answer)
+            elif isinstance(entry, Call) and entry.is_notification:
+                if entry.operation is Operation.INITIALIZED and session is not None:
+                    session.view.initialized = True
+                elif profile is not None:
+                    self._spawn(
+                        self._notify(entry, adapter, profile, principal, forwarded, session)
+                    )
+
+        if not requests and not failures:
+            return web.Response(status=202, headers=response_headers)
+
+        if preamble.transport == "sse":
+            # HTTP+SSE: the answer travels on the session's stream.
+            assert session is not None
+            for bad in failures:
+                session.deliver(adapter.encode_failure(bad.id, bad.failure))
+            for call in requests:
+                self._spawn(
+                    self._answer_on_stream(
+                        call, adapter, profile, upstream_failure, principal, forwarded, session
+                    )
+                )
+            return web.Response(status=202, text="Accepted")
+
+        responder = Responder(request, response_headers)
+        if isinstance(preamble.body, list):
+            answers = [
+                adapter.encode_failure(f.id, f.failure, None) for f in failures if f.id is not None
+            ]
+            results = await asyncio.gather(
+                *(
+                    self._run(
+                        call,
+                        adapter,
+                        profile,
+                        upstream_failure,
+                        principal,
+                        forwarded,
+                        session,
+                        None,
+                    )
+                    for call in requests
+                )
+            )
+            answers.extend(message for message, _ in results if message is not None)
+            if failures and not answers:
+                return self._refuse(adapter, failures[0].failure)
+            return await responder.finish(answers)
+        if failures:
+            failure_item = failures[0]
+            return self._refuse(adapter, failure_item.failure, failure_item.id, response_headers)
+        message, status = await self._run(
+            requests[0],
+            adapter,
+            profile,
+            upstream_failure,
+            principal,
+            forwarded,
+            session,
+            responder,
+        )
+        return await responder.finish(message, status)
+
+    async def _run(
+        self,
+        call: Call,
+        adapter: Adapter,
+        profile: ServerProfile | None,
+        upstream_failure: Failure | None,
+        principal: str,
+        forwarded: dict[str, str],
+        session: Session | None,
+        responder: Responder | None,
+    ) -> tuple[dict[str, Any] | None, int]:
+        """Run one call and encode its outcome; events go to ``responder``."""
+        started = time.perf_counter()
+        outcome: Outcome
+        if profile is None:
+            assert upstream_failure is not None
+            outcome = upstream_failure
+            profile = ServerProfile()
+        else:
+            exchange = self._exchange(
+                call, adapter, profile, principal, forwarded, session, responder
+            )
+            try:
+                outcome = await self.route.forwarder.handle(call, exchange)
+            except Failure as failure:
+                outcome = failure
+        message = adapter.encode(call, profile, outcome)
+        status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
+        if message is not None and "result" in message:
+            status = 200
+        self._observe(call, adapter, outcome, started)
+        return message, status
+
+    async def _answer_on_stream(
+        self,
+        call: Call,
+        adapter: Adapter,
+        profile: ServerProfile | None,
+        upstream_failure: Failure | None,
+        principal: str,
+        forwarded: dict[str, str],
+        session: Session,
+    ) -> None:
+        message, _ = await self._run(
+            call, adapter, profile, upstream_failure, principal, forwarded, session, None
+        )
+        if message is not None:
+            session.deliver(message)
+
+    async def _notify(
+        self,
+        call: Call,
+        adapter: Adapter,
+        profile: ServerProfile,
+        principal: str,
+        forwarded: dict[str, str],
+        session: Session | None,
+    ) -> None:
+        exchange = self._exchange(call, adapter, profile, principal, forwarded, session, None)
+        try:
+            await self.route.forwarder.handle(call, exchange)
+        except Exception:  # a notification has nobody to tell; log and move on
+            log.exception("notification failed", method=call.method)
+
+    def _exchange(
+        self,
+        call: Call,
+        adapter: Adapter,
+        profile: ServerProfile,
+        principal: str,
+        forwarded: dict[str, str],
+        session: Session | None,
+        responder: Responder | None,
+    ) -> Exchange:
+        async def send(message: dict[str, Any]) -> None:
+            if responder is not None:
+                await responder.send(message)
+            elif session is not None:
+                session.deliver(message)
+
+        async def emit(event: Event) -> None:
+            if not _wanted(event, call, session):
+                return
+            message = adapter.encode_event(event)
+            if message is not None:
+                await send(message)
+
+        asker = None
+        if (
+            session is not None
+            and adapter.pushable_asks
+            and (responder is not None or session.stream_open)
+        ):
+
+            async def asker(ask: Ask) -> Answer:
+                request_id = session.next_request_id()
+                message = adapter.encode_ask(ask, request_id)
+                if message is None:
+                    return Answer.refusal(ask.kind)
+                future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+                session.pending[request_id] = future
+                await send(message)
+                try:
+                    return await asyncio.wait_for(future, self.route.ask_timeout)
+                except (TimeoutError, asyncio.CancelledError):
+                    session.pending.pop(request_id, None)
+                    if not future.cancelled():
+                        raise
+                    return Answer.refusal(ask.kind)
+
+        return Exchange(
+            call=call,
+            route=self.route.path,
+            profile=profile,
+            principal=principal,
+            request_id=uuid.uuid4().hex,
+            forward_headers=forwarded,
+            emit=emit,
+            ask=asker,
+            session=session.view if session is not None else None,
+        )
+
+    def _observe(self, call: Call, adapter: Adapter, outcome: Outcome, started: float) -> None:
+        if not self.route.observers:
+            return
+        verdict = self.route.link.verdict
+        record = {
+            "route": self.route.path,
+            "method": call.method,
+            "client_revision": adapter.version,
+            "upstream_revision": verdict.adapter.version if verdict else None,
+            "outcome": outcome.kind.value
+            if isinstance(outcome, Failure)
+            else type(outcome).__name__.lower(),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+        for observer in self.route.observers:
+            observer(record)
+
+    # ---------------------------------------------------------------- GET
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        refused = self.route.guard.check(headers)
+        reporter = self.adapters.default_legacy
+        if refused is not None:
+            return self._refuse(reporter, refused)
+        if EVENT_STREAM not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
+            return self._refuse(
+                reporter,
+                Failure(FailureKind.NOT_ACCEPTABLE, "Accept must include text/event-stream"),
+            )
+        session_id = headers.get("mcp-session-id")
+        version = headers.get("mcp-protocol-version")
+        if version is not None:
+            adapter = self.adapters.by_version.get(version)
+            if adapter is not None and not adapter.has_handshake:
+                return web.Response(status=405, headers={"Allow": "POST"})
+        if session_id is None:
+            return await self._legacy_sse_stream(request, headers)
+        session = self.route.sessions.get(session_id)
+        if session is None:
+            return self._refuse(
+                reporter, Failure(FailureKind.SESSION_NOT_FOUND, "Session not found")
+            )
+        if session.stream_open:
+            return web.Response(status=409, text="a stream is already open for this session")
+        stream = web.StreamResponse(
+            headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        await self._pump(session, stream)
+        return stream
+
+    async def _legacy_sse_stream(
+        self, request: web.Request, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        """The HTTP+SSE transport: the stream, its `endpoint` event, then every message."""
+        sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
+        if not sse_capable:
+            return web.Response(status=405, headers={"Allow": "POST"})
+        session = self.route.sessions.create(sse_capable[-1].version, _principal(headers))
+        stream = web.StreamResponse(
+            headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
+        await stream.write(encode_event(endpoint, event="endpoint"))
+        try:
+            await self._pump(session, stream)
+        finally:
+            # The HTTP+SSE session is the connection: it ends with it.
+            self.route.sessions.delete(session.id)
+        return stream
+
+    async def _pump(self, session: Session, stream: web.StreamResponse) -> None:
+        session.stream_open = True
+        try:
+            while True:
+                message = await session.outbox.get()
+                if message is None:
+                    break
+                await stream.write(encode_event(orjson.dumps(message).decode(), event="message"))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            session.stream_open = False
+
+    # ------------------------------------------------------------- DELETE
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        refused = self.route.guard.check(headers)
+        if refused is not None:
+            return self._refuse(self.adapters.default_legacy, refused)
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            return web.Response(status=405 if not self.adapters.handshake else 400)
+        if not self.route.sessions.delete(session_id):
+            return self._refuse(
+                self.adapters.default_legacy,
+                Failure(FailureKind.SESSION_NOT_FOUND, "Session not found"),
+            )
+        return web.Response(status=200)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        self.route.sessions.close_all()
+
+
+def _wanted(event: Event, call: Call, session: Session | None) -> bool:
+    """Progress for this call's token; logs only at or above the level asked for."""
+    if event.method == "notifications/progress":
+        return call.progress_token is not None and event.progress_token == call.progress_token
+    if event.method == "notifications/message":
+        level = session.view.log_level if session is not None else call.client.log_level
+        if level is None:
+            # Stateless clients opt in per request; session clients hear what the server sends.
+            return session is not None
+        wanted = event.params.get("level")
+        return wanted in LOG_LEVELS and LOG_LEVELS.index(str(wanted)) >= LOG_LEVELS.index(level)
+    return True
+
+
+def _first_id(body: Any) -> Any:
+    first = body[0] if isinstance(body, list) and body else body
+    if isinstance(first, dict):
+        value = first.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def _is_initialize(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("method") == "initialize"
+
+
+def _too_large(limit: int) -> Failure:
+    return Failure(FailureKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {limit} bytes")

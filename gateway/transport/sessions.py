@@ -1,0 +1,135 @@
+"""Downstream sessions: what the gateway remembers about a handshake-era client.
+
+Only handshake-era clients have sessions; the stateless revision never gets
+one.  The store is a small interface so several replicas could share a real
+store later; this one lives in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.core import Answer, RequestId, SessionView
+
+# Server-to-client messages queued for a session's stream while nobody reads it.
+MAX_QUEUED = 1024
+
+
+@dataclass(eq=False)
+class Session:
+    view: SessionView
+    principal: str
+    last_seen: float = field(default_factory=time.monotonic)
+    # Requests pushed to the client, waiting for its answer.
+    pending: dict[RequestId, asyncio.Future[Answer]] = field(default_factory=dict)
+    # Messages for the client's standalone stream (GET, or the HTTP+SSE stream).
+    outbox: asyncio.Queue[dict[str, Any] | None] = field(
+        default_factory=lambda: asyncio.Queue(MAX_QUEUED)
+    )
+    stream_open: bool = False
+    closed: bool = False
+    _ids: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.view.id
+
+    def next_request_id(self) -> str:
+        self._ids += 1
+        return f"gw-{self._ids}"
+
+    def deliver(self, message: dict[str, Any]) -> bool:
+        """Queue a message for the standalone stream; False when full or closed."""
+        if self.closed:
+            return False
+        try:
+            self.outbox.put_nowait(message)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def resolve(self, request_id: RequestId, answer: Answer) -> bool:
+        future = self.pending.pop(request_id, None)
+        if future is None or future.done():
+            return False
+        future.set_result(answer)
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        for future in self.pending.values():
+            if not future.done():
+                future.cancel()
+        self.pending.clear()
+        with contextlib.suppress(asyncio.QueueFull):
+            self.outbox.put_nowait(None)  # wakes a stream reader so it can end
+
+
+class SessionStore:
+    """In-memory sessions with idle expiry."""
+
+    def __init__(self, idle_timeout: float = 3600.0, max_sessions: int = 10_000) -> None:
+        self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions
+        self._sessions: dict[str, Session] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def create(
+        self,
+        protocol_version: str,
+        principal: str,
+        capabilities: dict[str, Any] | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> Session:
+        self.sweep()
+        if len(self._sessions) >= self.max_sessions:
+            oldest = min(self._sessions.values(), key=lambda s: s.last_seen)
+            self.delete(oldest.id)
+        # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
+        session_id = secrets.token_urlsafe(32)
+        view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
+        session = Session(view, principal)
+        self._sessions[session_id] = session
+        return session
+
+    def get(self, session_id: str | None) -> Session | None:
+        if session_id is None:
+            return None
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        now = time.monotonic()
+        if now - session.last_seen > self.idle_timeout:
+            self.delete(session_id)
+            return None
+        session.last_seen = now
+        return session
+
+    def delete(self, session_id: str) -> bool:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        session.close()
+        return True
+
+    def sweep(self) -> int:
+        now = time.monotonic()
+        expired = [
+            sid
+            for sid, s in self._sessions.items()
+            if now - s.last_seen > self.idle_timeout and not s.stream_open
+        ]
+        for sid in expired:
+            self.delete(sid)
+        return len(expired)
+
+    def close_all(self) -> None:
+        for sid in list(self._sessions):
+            self.delete(sid)

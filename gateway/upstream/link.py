@@ -1,0 +1,456 @@
+"""The link to one upstream server: its era, its sessions, running calls on it.
+
+The link speaks the upstream's native revision through that revision's
+adapter (client role).  It probes the era once, as the spec's dual-era client
+rules say (a modern request first, then `initialize` on Streamable HTTP, then
+the HTTP+SSE transport), caches the verdict and probes again when the verdict
+stops holding.  Legacy upstreams get one real session per principal, never
+shared across principals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import aiohttp
+import structlog
+
+from gateway import __version__
+from gateway.core import (
+    Answer,
+    AskKind,
+    Call,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    ServerProfile,
+)
+from gateway.core import jsonrpc as rpc
+from gateway.protocol import Adapter, AdapterSet
+from gateway.upstream.carrier import Carrier, CarrierError
+from gateway.upstream.http import LegacySseCarrier, StreamableHttpCarrier, open_legacy_sse_probe
+
+log = structlog.get_logger(__name__)
+
+# Error codes only a modern (stateless-era) server sends: seeing one while
+# probing means the server is modern even though it refused the request.
+MODERN_PROBE_CODES = frozenset({-32020, -32021, -32022})
+GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
+# What the gateway declares to a legacy upstream: everything it can relay.
+GATEWAY_CAPABILITIES: dict[str, Any] = {
+    "roots": {"listChanged": True},
+    "sampling": {},
+    "elicitation": {"form": {}, "url": {}},
+}
+
+
+@dataclass
+class UpstreamSettings:
+    url: str
+    transport: str = "auto"  # auto | http (Streamable HTTP) | sse (HTTP+SSE)
+    version: str | None = None  # pin the upstream's revision instead of probing
+    connect_timeout: float = 10.0
+    request_timeout: float = 300.0
+    probe_timeout: float = 10.0
+    client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
+    client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
+
+
+@dataclass
+class Verdict:
+    """What the probe found: the revision and transport the upstream speaks."""
+
+    adapter: Adapter
+    transport: str  # "http" or "sse"
+    profile: ServerProfile
+
+
+@dataclass
+class LegacySession:
+    adapter: Adapter
+    carrier: Carrier
+    session_id: str | None
+    profile: ServerProfile
+    owns_carrier: bool = False
+
+
+def carrier_failure(exc: CarrierError) -> Failure:
+    if exc.timeout:
+        return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
+    if exc.status is None:
+        return Failure(FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}")
+    return Failure(
+        FailureKind.UPSTREAM_PROTOCOL,
+        f"the upstream answered HTTP {exc.status}: {exc}",
+        {"status": exc.status},
+    )
+
+
+class UpstreamLink:
+    """One route's upstream.  Safe for many concurrent calls."""
+
+    def __init__(
+        self, settings: UpstreamSettings, adapters: AdapterSet, http: aiohttp.ClientSession
+    ) -> None:
+        self.settings = settings
+        self.adapters = adapters
+        self._http = http
+        self._streamable = StreamableHttpCarrier(
+            settings.url,
+            http,
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.request_timeout,
+        )
+        self._verdict: Verdict | None = None
+        self._probe_lock = asyncio.Lock()
+        self._sessions: dict[str, LegacySession] = {}
+        self._session_locks: dict[str, asyncio.Lock] = {}
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------ the verdict
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self._verdict
+
+    async def profile(
+        self, principal: str = "anonymous", headers: Mapping[str, str] = {}
+    ) -> ServerProfile:
+        verdict = await self.ensure(principal, headers)
+        return verdict.profile
+
+    async def ensure(self, principal: str, headers: Mapping[str, str]) -> Verdict:
+        if self._verdict is not None:
+            return self._verdict
+        async with self._probe_lock:
+            if self._verdict is None:
+                self._verdict = await self._probe(principal, headers)
+                log.info(
+                    "upstream era detected",
+                    upstream=self.settings.url,
+                    revision=self._verdict.adapter.version,
+                    transport=self._verdict.transport,
+                    stateless=not self._verdict.adapter.has_handshake,
+                )
+            return self._verdict
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the upstream is of the stateless era (known once probed)."""
+        return self._verdict is not None and not self._verdict.adapter.has_handshake
+
+    def forget(self) -> None:
+        """The verdict stopped holding: probe again on the next call."""
+        self._verdict = None
+
+    async def _probe(self, principal: str, headers: Mapping[str, str]) -> Verdict:
+        pinned = self.settings.version
+        if pinned is not None:
+            adapter = self.adapters.by_version.get(pinned)
+            if adapter is None:
+                raise Failure(FailureKind.INTERNAL, f"unknown pinned revision {pinned}")
+            if not adapter.has_handshake:
+                return await self._discover(adapter, headers)
+            return await self._legacy_verdict(principal, headers, adapter)
+        if self.settings.transport != "sse":
+            for modern in self.adapters.stateless:
+                verdict = await self._try_modern(modern, headers)
+                if verdict is not None:
+                    return verdict
+        return await self._legacy_verdict(principal, headers, None)
+
+    async def _discover(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict:
+        message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
+        response = await self._roundtrip(
+            self._streamable, message, {**headers, **adapter.client_headers(None, None)}
+        )
+        if "result" not in response:
+            failure = adapter.client_read_failure(response.get("error"))
+            raise Failure(
+                FailureKind.UPSTREAM_PROTOCOL, f"server/discover failed: {failure.message}"
+            )
+        return Verdict(adapter, "http", adapter.client_read_profile(response["result"]))
+
+    async def _try_modern(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict | None:
+        """A modern request first; a recognised modern answer means a modern server."""
+        message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
+        try:
+            response = await self._roundtrip(
+                self._streamable,
+                message,
+                {**headers, **adapter.client_headers(None, None)},
+                probe=True,
+            )
+        except CarrierError as exc:
+            if exc.status is None:
+                raise carrier_failure(exc) from exc
+            return None  # a 4xx without a modern error body: a legacy server
+        if "result" in response and isinstance(response["result"], dict):
+            return Verdict(adapter, "http", adapter.client_read_profile(response["result"]))
+        error = response.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        if code not in MODERN_PROBE_CODES:
+            return None
+        if code == -32022 and isinstance(error, dict):
+            data = error.get("data") or {}
+            for version in data.get("supported") or []:
+                other = self.adapters.by_version.get(version)
+                if other is not None and not other.has_handshake and other is not adapter:
+                    return await self._discover(other, headers)
+        return None
+
+    async def _legacy_verdict(
+        self, principal: str, headers: Mapping[str, str], pinned: Adapter | None
+    ) -> Verdict:
+        transport = self.settings.transport
+        if transport in ("auto", "http"):
+            try:
+                session = await self._open_session("http", headers, pinned)
+            except CarrierError as exc:
+                if transport == "http" or exc.status is None or exc.status >= 500:
+                    raise carrier_failure(exc) from exc
+                transport = "sse"  # the spec's fallback: POST refused, try the old GET stream
+            else:
+                self._sessions[principal] = session
+                return Verdict(session.adapter, "http", session.profile)
+        endpoint = await open_legacy_sse_probe(
+            self._http, self.settings.url, self.settings.probe_timeout, headers
+        )
+        if endpoint is None:
+            raise Failure(
+                FailureKind.UPSTREAM_PROTOCOL,
+                "the upstream speaks no MCP transport the gateway recognises "
+                "(no modern answer, no initialize over Streamable HTTP, no HTTP+SSE stream)",
+            )
+        try:
+            session = await self._open_session("sse", headers, pinned)
+        except CarrierError as exc:
+            raise carrier_failure(exc) from exc
+        self._sessions[principal] = session
+        return Verdict(session.adapter, "sse", session.profile)
+
+    # --------------------------------------------------------- legacy sessions
+
+    async def _open_session(
+        self, transport: str, headers: Mapping[str, str], pinned: Adapter | None
+    ) -> LegacySession:
+        offer = pinned or self.adapters.handshake[0]
+        carrier: Carrier
+        if transport == "sse":
+            carrier = LegacySseCarrier(
+                self.settings.url,
+                self._http,
+                headers=headers,
+                connect_timeout=self.settings.connect_timeout,
+                endpoint_timeout=self.settings.probe_timeout,
+                read_timeout=self.settings.request_timeout,
+            )
+            await carrier.start()
+        else:
+            carrier = self._streamable
+        message = offer.client_opening(
+            next(self._ids), self.settings.client_info, self.settings.client_capabilities
+        )
+        exchange = await carrier.request(message, {**headers, **offer.client_headers(None, None)})
+        response = await _final(exchange.messages, message["id"])
+        await exchange.aclose()
+        if "result" not in response or not isinstance(response["result"], dict):
+            failure = offer.client_read_failure(response.get("error"))
+            raise CarrierError(f"initialize was refused: {failure.message}", status=400)
+        result = response["result"]
+        adapter = self.adapters.by_version.get(str(result.get("protocolVersion")))
+        if adapter is None or not adapter.has_handshake:
+            raise Failure(
+                FailureKind.UPSTREAM_PROTOCOL,
+                f"the upstream chose protocol revision {result.get('protocolVersion')!r}, "
+                "which the gateway does not speak",
+            )
+        session_id = exchange.headers.get("mcp-session-id") if exchange.headers else None
+        session = LegacySession(
+            adapter, carrier, session_id, adapter.client_read_profile(result), transport == "sse"
+        )
+        await carrier.send(
+            rpc.notification("notifications/initialized"),
+            {**headers, **adapter.client_headers(None, session_id)},
+        )
+        return session
+
+    async def _session(
+        self, principal: str, headers: Mapping[str, str], verdict: Verdict
+    ) -> LegacySession:
+        session = self._sessions.get(principal)
+        if session is not None:
+            return session
+        lock = self._session_locks.setdefault(principal, asyncio.Lock())
+        async with lock:
+            session = self._sessions.get(principal)
+            if session is None:
+                session = await self._open_session(verdict.transport, headers, verdict.adapter)
+                self._sessions[principal] = session
+            return session
+
+    async def _drop_session(self, principal: str, session: LegacySession) -> None:
+        if self._sessions.get(principal) is session:
+            del self._sessions[principal]
+        if session.owns_carrier:
+            await session.carrier.close()
+
+    # ------------------------------------------------------------ running calls
+
+    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+        """Run one call upstream, in the upstream's revision; events go to ``exchange``."""
+        try:
+            verdict = await self.ensure(exchange.principal, exchange.forward_headers)
+        except Failure as failure:
+            return failure
+        if not verdict.adapter.has_handshake:
+            return await self._execute_modern(verdict.adapter, call, exchange)
+        for attempt in range(2):
+            try:
+                session = await self._session(exchange.principal, exchange.forward_headers, verdict)
+            except CarrierError as exc:
+                return carrier_failure(exc)
+            except Failure as failure:
+                return failure
+            try:
+                return await self._run(
+                    session.adapter, session.carrier, session.session_id, call, exchange
+                )
+            except CarrierError as exc:
+                await self._drop_session(exchange.principal, session)
+                expired = exc.status == 404 and session.session_id is not None
+                if attempt == 0 and (expired or (session.owns_carrier and exc.status is None)):
+                    continue  # the session ended upstream: initialize again, once
+                return carrier_failure(exc)
+        raise AssertionError("unreachable")
+
+    async def _execute_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
+        try:
+            outcome = await self._run(adapter, self._streamable, None, call, exchange)
+        except CarrierError as exc:
+            return carrier_failure(exc)
+        if isinstance(outcome, Failure) and outcome.kind is FailureKind.UNSUPPORTED_VERSION:
+            self.forget()  # the upstream changed revision under us
+        return outcome
+
+    async def _run(
+        self,
+        adapter: Adapter,
+        carrier: Carrier,
+        session_id: str | None,
+        call: Call,
+        exchange: Exchange,
+    ) -> Outcome:
+        upstream_id = next(self._ids)
+        # Progress tokens are rewritten so concurrent clients never collide upstream.
+        token = call.progress_token
+        upstream_call = replace(call, progress_token=upstream_id) if token is not None else call
+        message = adapter.client_request(upstream_call, upstream_id)
+        headers = {**exchange.forward_headers, **adapter.client_headers(call, session_id)}
+        reply = await carrier.request(message, headers)
+        finished = False
+        try:
+            async for incoming in reply.messages:
+                if _answers(incoming, upstream_id):
+                    finished = True
+                    return adapter.client_read_response(call, incoming)
+                if rpc.is_request(incoming):
+                    answer = await self._server_request(adapter, incoming, exchange)
+                    await carrier.send(answer, headers)
+                    continue
+                event = adapter.client_read_event(incoming)
+                if event is None:
+                    continue
+                if token is not None and event.progress_token == upstream_id:
+                    event = replace(event, params={**event.params, "progressToken": token})
+                await exchange.emit(event)
+            finished = True
+            return Failure(
+                FailureKind.UPSTREAM_PROTOCOL, "the upstream ended the exchange without answering"
+            )
+        finally:
+            await reply.aclose()
+            if not finished and adapter.has_handshake and call.id is not None:
+                # The client went away: tell a legacy upstream to stop (modern ones
+                # read the closed stream as the cancellation).
+                await self._cancel_quietly(adapter, carrier, headers, upstream_id)
+
+    async def _cancel_quietly(
+        self, adapter: Adapter, carrier: Carrier, headers: Mapping[str, str], upstream_id: int
+    ) -> None:
+        notice = rpc.notification(
+            "notifications/cancelled", {"requestId": upstream_id, "reason": "client went away"}
+        )
+        with contextlib.suppress(CarrierError, asyncio.CancelledError):
+            await asyncio.shield(carrier.send(notice, headers))
+
+    async def _server_request(
+        self, adapter: Adapter, message: dict[str, Any], exchange: Exchange
+    ) -> dict[str, Any]:
+        """Answer a request the upstream sent mid-call: ping here, asks via the client."""
+        method = message.get("method")
+        if method == Operation.PING.value:
+            return rpc.result(message["id"], {})
+        asks = adapter.client_input_requests(message)
+        if not asks:
+            return rpc.error(message["id"], -32601, f"Method not found: {method}")
+        ask = next(iter(asks.values()))
+        allowed = ask.allowed_by(exchange.call.client.capabilities)
+        answer = await exchange.ask(ask) if exchange.ask is not None and allowed else None
+        if answer is None:
+            answer = Answer.refusal(ask.kind)
+        if ask.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
+            answer = Answer(result={"roots": []})
+        return adapter.client_answer(message["id"], answer)
+
+    # ------------------------------------------------------------------ misc
+
+    async def _roundtrip(
+        self,
+        carrier: Carrier,
+        message: dict[str, Any],
+        headers: Mapping[str, str],
+        probe: bool = False,
+    ) -> dict[str, Any]:
+        exchange = await carrier.request(message, headers)
+        try:
+            return await _final(exchange.messages, message["id"])
+        finally:
+            await exchange.aclose()
+
+    async def close(self) -> None:
+        """End every upstream session (DELETE) and close every carrier."""
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            try:
+                if session.session_id is not None:
+                    headers = session.adapter.client_headers(None, session.session_id)
+                    await session.carrier.terminate(headers)
+                if session.owns_carrier:
+                    await session.carrier.close()
+            except CarrierError:
+                pass
+        await self._streamable.close()
+
+
+async def _final(messages: AsyncIterator[dict[str, Any]], request_id: Any) -> dict[str, Any]:
+    async for message in messages:
+        if _answers(message, request_id):
+            return message
+    raise CarrierError("the upstream closed the exchange before answering")
+
+
+def _answers(message: dict[str, Any], request_id: Any) -> bool:
+    """The response to ``request_id``; an id-less error is the answer too (it could not
+    be attributed, and it came back on this request's own exchange)."""
+    if not rpc.is_response(message) and not ("error" in message and "method" not in message):
+        return False
+    return message.get("id") == request_id or ("error" in message and message.get("id") is None)
