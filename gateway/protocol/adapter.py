@@ -664,7 +664,10 @@ class Adapter(ABC):
 
     # ================================================================ client
 
-    def client_headers(self, call: Call | None, session_id: str | None) -> dict[str, str]:
+    def client_headers(
+        self, call: Call | None, session_id: str | None, message: Message | None = None
+    ) -> dict[str, str]:
+        """HTTP headers for an upstream request (``message`` when there is no Call)."""
         headers = {"Accept": "application/json, text/event-stream"}
         if session_id and self.session_header:
             headers["Mcp-Session-Id"] = session_id
@@ -721,8 +724,11 @@ class Adapter(ABC):
         """Asks in an upstream message: a server-initiated request (by its id)."""
         if rpc.is_request(message):
             kind = AskKind.for_method(message["method"])
+            params = message.get("params")
             if kind is not None:
-                return {str(message["id"]): Ask(kind, dict(message.get("params") or {}))}
+                return {
+                    str(message["id"]): Ask(kind, dict(params) if isinstance(params, dict) else {})
+                }
         return {}
 
     def client_read_response(self, call: Call, message: Message) -> Outcome:

@@ -201,7 +201,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if operation in CACHEABLE:
             out.setdefault("ttlMs", profile.cache_ttl_ms)
             out.setdefault("cacheScope", profile.cache_scope)
-        meta = dict(out.get("_meta") or {})
+        raw_meta = out.get("_meta")
+        meta = dict(raw_meta) if isinstance(raw_meta, dict) else {}
         meta.setdefault(SERVER_INFO, self.describe_implementation(profile.info))
         out["_meta"] = meta
         return out
@@ -232,7 +233,9 @@ class Adapter2026_07_28(Adapter2025_11_25):
         message = super().encode_event(event, listen_id)
         if message is not None and listen_id is not None:
             params = message.setdefault("params", {})
-            params["_meta"] = {**(params.get("_meta") or {}), SUBSCRIPTION_ID: listen_id}
+            raw_meta = params.get("_meta")
+            meta = raw_meta if isinstance(raw_meta, dict) else {}
+            params["_meta"] = {**meta, SUBSCRIPTION_ID: listen_id}
         return message
 
     def discover_result(self, profile: ServerProfile, supported: list[str]) -> dict[str, Any]:
@@ -281,17 +284,25 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     # ---------------------------------------------------------------- client
 
-    def client_headers(self, call: Call | None, session_id: str | None) -> dict[str, str]:
+    def client_headers(
+        self, call: Call | None, session_id: str | None, message: Message | None = None
+    ) -> dict[str, str]:
+        """Headers mirror the body: method, and the name or URI the request is about."""
         headers = {
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": self.version,
         }
         if call is not None:
-            headers["Mcp-Method"] = call.method
-            field = NAMED.get(call.operation)
-            value = call.params.get(field) if field else None
-            if isinstance(value, str):
-                headers["Mcp-Name"] = encode_header_value(value)
+            method, params = call.method, call.params
+        elif message is not None and isinstance(message.get("method"), str):
+            method, params = message["method"], message.get("params") or {}
+        else:
+            return headers
+        headers["Mcp-Method"] = method
+        field = NAMED.get(Operation.for_method(method))
+        value = params.get(field) if field else None
+        if isinstance(value, str):
+            headers["Mcp-Name"] = encode_header_value(value)
         return headers
 
     def client_decorate_params(self, call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -319,13 +330,17 @@ class Adapter2026_07_28(Adapter2025_11_25):
         result = message.get("result")
         if not isinstance(result, dict):
             return {}
+        requests = result.get("inputRequests")
+        if not isinstance(requests, dict):
+            return {}
         asks = {}
-        for key, request in (result.get("inputRequests") or {}).items():
+        for key, request in requests.items():
             if not isinstance(request, dict):
                 continue
             kind = AskKind.for_method(str(request.get("method")))
+            params = request.get("params")
             if kind is not None:
-                asks[str(key)] = Ask(kind, dict(request.get("params") or {}))
+                asks[str(key)] = Ask(kind, dict(params) if isinstance(params, dict) else {})
         return asks
 
     def client_read_response(self, call: Call, message: Message) -> Outcome:

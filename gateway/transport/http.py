@@ -200,7 +200,7 @@ class Endpoint:
         if request.content_length is not None and request.content_length > self.route.max_body:
             return self._refuse(self._reporter(preamble), _too_large(self.route.max_body))
         try:
-            raw = await request.content.read(self.route.max_body + 1)
+            raw = await _read_body(request, self.route.max_body + 1)
         except (ConnectionError, asyncio.IncompleteReadError):
             return web.Response(status=400)
         if len(raw) > self.route.max_body:
@@ -255,9 +255,10 @@ class Endpoint:
         failures = [i for i in items if isinstance(i, DecodeFailure)]
         response_headers: dict[str, str] = {}
 
-        # The handshake: the gateway answers it itself, with a new session.
+        # The handshake: the gateway answers it itself, with a new session (none
+        # when the upstream cannot be reached: that initialize is answered with an error).
         for item in requests:
-            if item.operation is Operation.INITIALIZE:
+            if item.operation is Operation.INITIALIZE and upstream_failure is None:
                 if session is None:
                     session = self.route.sessions.create(
                         adapter.version, principal, item.client.capabilities, item.client.info
@@ -550,6 +551,11 @@ class Endpoint:
         refused = self.route.guard.check(headers)
         if refused is not None:
             return self._refuse(self.adapters.default_legacy, refused)
+        version = headers.get("mcp-protocol-version")
+        modern = self.adapters.by_version.get(version) if version is not None else None
+        if modern is not None and not modern.has_handshake:
+            # The stateless revision has no sessions to end (as GET answers too).
+            return web.Response(status=405, headers={"Allow": "POST"})
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             return web.Response(status=405 if not self.adapters.handshake else 400)
@@ -593,6 +599,17 @@ def _first_id(body: Any) -> Any:
 
 def _is_initialize(body: Any) -> bool:
     return isinstance(body, dict) and body.get("method") == "initialize"
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The body, up to ``limit`` bytes (one `read(n)` returns only what has arrived)."""
+    buf = bytearray()
+    while len(buf) < limit:
+        chunk = await request.content.read(limit - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
 
 
 def _too_large(limit: int) -> Failure:

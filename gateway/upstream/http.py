@@ -229,6 +229,13 @@ class _Stream:
                 except SseError as exc:
                     raise CarrierError(str(exc)) from exc
                 for event in events:
+                    if answer and event.type == "endpoint":
+                        # An HTTP+SSE server opened its stream in answer to a POST:
+                        # it will never answer here, so say so (as a refusal) now.
+                        raise CarrierError(
+                            "the upstream answered with an HTTP+SSE stream, not Streamable HTTP",
+                            status=405,
+                        )
                     for message in _event_messages(event):
                         if answer and _answers(message, request_id):
                             # Let go of the response before handing over the

@@ -113,6 +113,7 @@ class UpstreamLink:
         self._sessions: dict[str, LegacySession] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
+        self._cancels: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ the verdict
 
@@ -169,7 +170,7 @@ class UpstreamLink:
     async def _discover(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict:
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
         response = await self._roundtrip(
-            self._streamable, message, {**headers, **adapter.client_headers(None, None)}
+            self._streamable, message, {**headers, **adapter.client_headers(None, None, message)}
         )
         if "result" not in response:
             failure = adapter.client_read_failure(response.get("error"))
@@ -185,7 +186,7 @@ class UpstreamLink:
             response = await self._roundtrip(
                 self._streamable,
                 message,
-                {**headers, **adapter.client_headers(None, None)},
+                {**headers, **adapter.client_headers(None, None, message)},
                 probe=True,
             )
         except CarrierError as exc:
@@ -258,7 +259,9 @@ class UpstreamLink:
         message = offer.client_opening(
             next(self._ids), self.settings.client_info, self.settings.client_capabilities
         )
-        exchange = await carrier.request(message, {**headers, **offer.client_headers(None, None)})
+        exchange = await carrier.request(
+            message, {**headers, **offer.client_headers(None, None, message)}
+        )
         response = await _final(exchange.messages, message["id"])
         await exchange.aclose()
         if "result" not in response or not isinstance(response["result"], dict):
@@ -354,7 +357,13 @@ class UpstreamLink:
         upstream_call = replace(call, progress_token=upstream_id) if token is not None else call
         message = adapter.client_request(upstream_call, upstream_id)
         headers = {**exchange.forward_headers, **adapter.client_headers(call, session_id)}
-        reply = await carrier.request(message, headers)
+        try:
+            reply = await carrier.request(message, headers)
+        except CarrierError as exc:
+            if exc.timeout and adapter.has_handshake and call.id is not None:
+                # No answer in time: a legacy upstream is told to stop, as the spec asks.
+                await self._cancel_quietly(adapter, carrier, headers, upstream_id, "timed out")
+            raise
         finished = False
         try:
             async for incoming in reply.messages:
@@ -383,13 +392,26 @@ class UpstreamLink:
                 await self._cancel_quietly(adapter, carrier, headers, upstream_id)
 
     async def _cancel_quietly(
-        self, adapter: Adapter, carrier: Carrier, headers: Mapping[str, str], upstream_id: int
+        self,
+        adapter: Adapter,
+        carrier: Carrier,
+        headers: Mapping[str, str],
+        upstream_id: int,
+        reason: str = "client went away",
     ) -> None:
         notice = rpc.notification(
-            "notifications/cancelled", {"requestId": upstream_id, "reason": "client went away"}
+            "notifications/cancelled", {"requestId": upstream_id, "reason": reason}
         )
-        with contextlib.suppress(CarrierError, asyncio.CancelledError):
-            await asyncio.shield(carrier.send(notice, headers))
+
+        async def send() -> None:
+            with contextlib.suppress(CarrierError):
+                await carrier.send(notice, headers)
+
+        # Sent in the background: a stuck upstream, which may not answer this POST
+        # either, must not hold back the caller's answer for another timeout.
+        task = asyncio.ensure_future(send())
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
 
     async def _server_request(
         self, adapter: Adapter, message: dict[str, Any], exchange: Exchange
@@ -438,6 +460,8 @@ class UpstreamLink:
                     await session.carrier.close()
             except CarrierError:
                 pass
+        for task in list(self._cancels):
+            task.cancel()
         await self._streamable.close()
 
 
