@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ from gateway.core import (
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.carrier import Carrier, CarrierError
+from gateway.upstream.carrier import Exchange as CarrierExchange
 from gateway.upstream.http import LegacySseCarrier, StreamableHttpCarrier, open_legacy_sse_probe
 
 log = structlog.get_logger(__name__)
@@ -262,7 +263,7 @@ class UpstreamLink:
         exchange = await carrier.request(
             message, {**headers, **offer.client_headers(None, None, message)}
         )
-        response = await _final(exchange.messages, message["id"])
+        response = await _final(exchange, message["id"])
         await exchange.aclose()
         if "result" not in response or not isinstance(response["result"], dict):
             failure = offer.client_read_failure(response.get("error"))
@@ -367,7 +368,7 @@ class UpstreamLink:
         finished = False
         try:
             async for incoming in reply.messages:
-                if _answers(incoming, upstream_id):
+                if _answers(incoming, upstream_id, reply.status):
                     finished = True
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
@@ -443,7 +444,7 @@ class UpstreamLink:
     ) -> dict[str, Any]:
         exchange = await carrier.request(message, headers)
         try:
-            return await _final(exchange.messages, message["id"])
+            return await _final(exchange, message["id"])
         finally:
             await exchange.aclose()
 
@@ -465,16 +466,19 @@ class UpstreamLink:
         await self._streamable.close()
 
 
-async def _final(messages: AsyncIterator[dict[str, Any]], request_id: Any) -> dict[str, Any]:
-    async for message in messages:
-        if _answers(message, request_id):
+async def _final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
+    async for message in exchange.messages:
+        if _answers(message, request_id, exchange.status):
             return message
     raise CarrierError("the upstream closed the exchange before answering")
 
 
-def _answers(message: dict[str, Any], request_id: Any) -> bool:
-    """The response to ``request_id``; an id-less error is the answer too (it could not
-    be attributed, and it came back on this request's own exchange)."""
-    if not rpc.is_response(message) and not ("error" in message and "method" not in message):
+def _answers(message: dict[str, Any], request_id: Any, status: int = 200) -> bool:
+    """Whether ``message`` answers ``request_id``.  An error that came back as the
+    HTTP error answer to this very request answers it whatever id it quotes
+    (servers put null, or even made-up ids, where they could not read ours)."""
+    if "method" in message or not ("result" in message or "error" in message):
         return False
-    return message.get("id") == request_id or ("error" in message and message.get("id") is None)
+    if message.get("id") == request_id:
+        return True
+    return "error" in message and (message.get("id") is None or status >= 400)

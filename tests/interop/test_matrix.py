@@ -1,0 +1,172 @@
+"""The interop matrix: every client revision through the gateway to every upstream revision.
+
+Rows are client revisions, columns upstream revisions, 5 x 5 = 25 cells.  Each
+cell runs a real official-SDK client (pinned, in its own environment) against
+a real official-SDK server through one `gateway serve` process, over loopback
+HTTP, and checks every step of the contract's `basic` scenario, projected onto
+the weaker of the two revisions.  `scripts/matrix` prints the table.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from peers.registry import Peer, peer, run_client, running_server, skip_unless_installed
+
+from tests.e2e.gateway_proc import RunningGateway, gateway
+
+pytestmark = pytest.mark.interop
+
+REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
+# Which pinned SDK stands for which revision (the README shows the same table).
+CLIENTS = {
+    "2024-11-05": "python-1.7.1-client",
+    "2025-03-26": "python-1.9.4-client",
+    "2025-06-18": "python-1.22.0-client",
+    "2025-11-25": "node-sdk1-client",
+    "2026-07-28": "python-2.3.0-client",
+}
+SERVERS = {
+    "2024-11-05": "python-1.7.1-server",
+    "2025-03-26": "python-1.9.4-server",
+    "2025-06-18": "python-1.22.0-server",
+    "2025-11-25": "node-sdk1-server",
+    "2026-07-28": "python-2.3.0-server",
+}
+EXPECTED_URIS = {"demo://text", "demo://binary"} | {f"demo://many/{i}" for i in range(25)}
+BASE_TOOLS = {"echo", "add", "image", "fail", "summarize", "show_roots", "progress"}
+RESULTS = Path(os.environ.get("MATRIX_RESULTS", Path(__file__).parent / ".matrix.json"))
+
+
+def route_of(revision: str) -> str:
+    return "/u" + revision.replace("-", "")
+
+
+@pytest.fixture(scope="module")
+def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    servers = [peer(name) for name in SERVERS.values()]
+    skip_unless_installed(*servers, *(peer(name) for name in CLIENTS.values()))
+    with ExitStack() as stack:
+        routes = []
+        for revision, server in zip(SERVERS, servers, strict=True):
+            url = stack.enter_context(running_server(server, server.http_transport()))
+            assert isinstance(url, str)
+            routes.append(f"{route_of(revision)}={url},timeout=20")
+        yield stack.enter_context(gateway(*routes, tmp_path=tmp_path_factory.mktemp("gw")))
+
+
+def texts(call: dict[str, Any]) -> list[str]:
+    return [c["text"] for c in call.get("content", []) if c.get("type") == "text"]
+
+
+def check_cell(out: dict[str, Any], client_rev: str, server: Peer) -> dict[str, str]:
+    """Every step's verdict: "ok" or what was wrong."""
+    verdicts: dict[str, str] = {}
+    steps = out.get("steps", {})
+    structured = client_rev >= "2025-06-18" and "structured_output" in server.capabilities
+
+    def step(name: str, check: Any) -> None:
+        entry = steps.get(name)
+        if entry is None:
+            verdicts[name] = "missing"
+            return
+        if "result" not in entry:
+            verdicts[name] = f"error: {entry.get('error')}"
+            return
+        try:
+            check(entry["result"])
+        except AssertionError as exc:
+            verdicts[name] = f"wrong: {exc}"[:300]
+        else:
+            verdicts[name] = "ok"
+
+    def connect(r: dict[str, Any]) -> None:
+        assert r.get("protocolVersion") in (client_rev, None), r
+
+    def tools(r: dict[str, Any]) -> None:
+        by_name = {t["name"]: t for t in r["tools"]}
+        assert set(by_name) >= BASE_TOOLS, sorted(by_name)
+        assert by_name["add"]["inputSchema"]["properties"]["a"]["type"] == "integer"
+        assert ("outputSchema" in by_name["add"]) == structured, by_name["add"]
+
+    def add(r: dict[str, Any]) -> None:
+        assert "5" in texts(r) or '{"sum":5}' in texts(r), r
+        if structured:
+            assert r["structuredContent"] == {"sum": 5}, r
+        else:
+            assert "structuredContent" not in r, r
+
+    def image(r: dict[str, Any]) -> None:
+        block = r["content"][0]
+        assert block["type"] == "image" and block["mimeType"] == "image/png", block
+        assert base64.b64decode(block["data"]).startswith(b"\x89PNG"), block
+
+    def binary(r: dict[str, Any]) -> None:
+        (content,) = r["contents"]
+        assert base64.b64decode(content["blob"]) == bytes(range(16)), content
+
+    step("connect", connect)
+    step("tools_list", tools)
+    step("call_echo", lambda r: _eq(texts(r), ["echo: hi"]))
+    step("call_add", add)
+    step("call_add_invalid", lambda r: _eq(r.get("isError"), True))
+    step("call_image", image)
+    step(
+        "call_fail", lambda r: _eq((r.get("isError"), texts(r)), (True, ["this tool always fails"]))
+    )
+    step("resources_list", lambda r: _eq(set(r), EXPECTED_URIS))
+    step("read_text", lambda r: _eq([c["text"] for c in r["contents"]], ["hello resource"]))
+    step("read_binary", binary)
+    step(
+        "templates_list",
+        lambda r: _eq([t["uriTemplate"] for t in r["resourceTemplates"]], ["demo://items/{id}"]),
+    )
+    step("read_template", lambda r: _eq([c["text"] for c in r["contents"]], ["item 42"]))
+    step("prompts_list", lambda r: _eq([p["name"] for p in r["prompts"]], ["greet"]))
+    step(
+        "get_greet",
+        lambda r: _eq([m["content"].get("text") for m in r["messages"]], ["Hello, Ada!"]),
+    )
+    step("complete", lambda r: _eq(r["completion"]["values"], ["alice"]))
+    unknown = steps.get("unknown_method", {})
+    verdicts["unknown_method"] = "ok" if "error" in unknown else f"wrong: {unknown}"
+    return verdicts
+
+
+def _eq(actual: Any, expected: Any) -> None:
+    assert actual == expected, f"{actual!r} != {expected!r}"
+
+
+def _record(client_rev: str, server_rev: str, verdicts: dict[str, str]) -> None:
+    table: dict[str, Any] = {}
+    if RESULTS.exists():
+        try:
+            table = json.loads(RESULTS.read_text())
+        except ValueError:
+            table = {}
+    table[f"{client_rev}|{server_rev}"] = verdicts
+    RESULTS.write_text(json.dumps(table, indent=1, sort_keys=True))
+
+
+@pytest.mark.parametrize("server_rev", REVISIONS, ids=lambda r: f"upstream-{r}")
+@pytest.mark.parametrize("client_rev", REVISIONS, ids=lambda r: f"client-{r}")
+def test_cell(matrix_gateway: RunningGateway, client_rev: str, server_rev: str) -> None:
+    client = peer(CLIENTS[client_rev])
+    server = peer(SERVERS[server_rev])
+    transport = client.http_transport()
+    out = run_client(client, matrix_gateway.url(route_of(server_rev)), transport, "basic")
+    verdicts = check_cell(out, client_rev, server)
+    _record(client_rev, server_rev, verdicts)
+    failed = {k: v for k, v in verdicts.items() if v != "ok"}
+    assert not failed, (
+        f"{client_rev} client -> {server_rev} upstream: {json.dumps(failed, indent=1)}\n"
+        f"client stderr:\n{out.get('_stderr', '')[-2000:]}\n"
+        f"gateway log:\n{matrix_gateway.log()[-3000:]}"
+    )
