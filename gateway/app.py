@@ -12,6 +12,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gateway.demo import start_demo
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, Route
@@ -179,7 +180,17 @@ class Gateway:
         if self._http is not None:
             await self._http.close()
 
-    async def serve_forever(self) -> None:
+    async def serve_forever(self, *, demo: bool = False) -> None:
+        demo_runner = None
+        if demo:
+            demo_runner, url = await start_demo()
+            self.specs = [RouteSpec(path="/mcp", upstream=url)]
+            log.info(
+                "no --route given: fronting the bundled demo server",
+                route="/mcp",
+                upstream=url,
+                hint="pass --route PATH=URL to front your own MCP server",
+            )
         await self.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -188,3 +199,5 @@ class Gateway:
         await stop.wait()
         log.info("shutting down")
         await self.stop()
+        if demo_runner is not None:
+            await demo_runner.cleanup()

@@ -38,13 +38,14 @@ def _configure_logging(level: str, fmt: str) -> None:
 @app.command()
 def serve(
     route: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--route",
             help="PATH=UPSTREAM[,version=REV][,transport=auto|http|sse][,timeout=SECONDS]"
-            "[,ttl_ms=N][,cache_scope=private|public]; repeatable.",
+            "[,ttl_ms=N][,cache_scope=private|public]; repeatable.  Without any, the "
+            "gateway fronts its bundled demo server at /mcp.",
         ),
-    ],
+    ] = None,
     listen: Annotated[str, typer.Option(help="HOST:PORT to listen on.")] = "127.0.0.1:8080",
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     log_format: Annotated[str, typer.Option(help="json or console.")] = "json",
@@ -55,12 +56,12 @@ def serve(
     if not sep or not port.isdigit():
         raise typer.BadParameter(f"--listen {listen!r}: expected HOST:PORT")
     try:
-        specs = [RouteSpec.parse(r) for r in route]
+        specs = [RouteSpec.parse(r) for r in route or []]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     gateway = Gateway(specs, host=host.strip("[]") or "127.0.0.1", port=int(port))
     try:
-        asyncio.run(gateway.serve_forever())
+        asyncio.run(gateway.serve_forever(demo=not specs))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
 
