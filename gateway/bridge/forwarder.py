@@ -1,19 +1,32 @@
 """The forwarder: runs a normalized Call against a route's upstream.
 
-Revision-free: it branches on what a call is (its Operation) and on the
-adapters' behavioural flags, never on a version.  Some operations are the
-gateway's own business (the handshake, ping, discovery, log level); the rest
-run upstream in the upstream's revision.
+Revision-free: it branches on what a call is (its Operation) and on what the
+client's revision can carry (the Exchange says: pushed asks, carried state),
+never on a version.  Some operations are the gateway's own business (the
+handshake, ping, discovery, log level); the rest run upstream in the
+upstream's revision.  Asks cross eras here:
+
+- a client that takes pushed asks answers them inline, and a stateless
+  upstream's `input_required` is walked through for it, round by round;
+- a client that carries state (stateless clients, and revisions that carry
+  asks in arguments) gets `input_required`; a handshake-era upstream's call is
+  parked meanwhile and resumed by the retry, found again by the sealed state.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any, Protocol
 
+from gateway.bridge.parking import ParkedCall, ParkingTable
+from gateway.bridge.state import StateSealer
 from gateway.core import (
+    MAY_ASK,
     Answer,
+    Ask,
     Call,
+    Event,
     Exchange,
     Failure,
     FailureKind,
@@ -31,8 +44,6 @@ MAX_ASK_ROUNDS = 8
 class Upstream(Protocol):
     """What the forwarder needs of an upstream link."""
 
-    async def profile(self, principal: str = ..., headers: Any = ...) -> ServerProfile: ...
-
     async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
 
     @property
@@ -43,16 +54,22 @@ class Forwarder:
     """Executes calls for one route."""
 
     def __init__(
-        self, upstream: Upstream, *, client_versions: list[str], stateless_versions: list[str]
+        self,
+        upstream: Upstream,
+        *,
+        stateless_versions: list[str],
+        sealer: StateSealer | None = None,
+        parking: ParkingTable | None = None,
     ) -> None:
         self.upstream = upstream
-        self.client_versions = client_versions
         self.stateless_versions = stateless_versions
+        self.sealer = sealer or StateSealer()
+        self.parking = parking or ParkingTable(ttl=self.sealer.ttl)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
         if op is Operation.PING:
-            return Value({})  # answered here: a modern upstream has no ping
+            return Value({})  # answered here: a stateless upstream has no ping
         if op is Operation.INITIALIZE:
             return Value(self._initialize(call, exchange.profile))
         if op is Operation.DISCOVER:
@@ -73,32 +90,151 @@ class Forwarder:
                 FailureKind.UNKNOWN_METHOD,
                 f"{call.method} is not bridged to this upstream's protocol era yet",
             )
+        if call.state is not None and StateSealer.is_ours(call.state):
+            return await self._retry(call, exchange)
+        if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
+            return await self._run_parked(call, exchange, ParkedCall())
         return await self._forward(call, exchange)
+
+    # ------------------------------------------------- stateless upstreams
 
     async def _forward(self, call: Call, exchange: Exchange) -> Outcome:
         outcome = await self.upstream.execute(call, exchange)
         rounds = 0
-        # A client that takes pushed asks gets them one by one, and the upstream
-        # hears the answers in a retry (the multi-round pattern, run for the client).
-        while isinstance(outcome, InputRequired) and exchange.ask is not None:
+        while isinstance(outcome, InputRequired):
             rounds += 1
             if rounds > MAX_ASK_ROUNDS:
                 return Failure(
                     FailureKind.UPSTREAM_PROTOCOL,
                     f"the upstream asked for input more than {MAX_ASK_ROUNDS} times",
                 )
-            answers: dict[str, Answer] = {}
-            for key, ask in outcome.asks.items():
-                if not ask.allowed_by(call.client.capabilities):
-                    return Failure(
-                        FailureKind.MISSING_CAPABILITY,
-                        f"the server needs {ask.method}, which this client did not declare",
-                        {"requiredCapabilities": ask.capability()},
-                    )
-                answers[key] = await exchange.ask(ask)
+            answers = await self._push_all(call, exchange, outcome)
+            if answers is None:
+                return self._hand_over(call, exchange, outcome)
             call = replace(call, answers=answers, state=outcome.state)
             outcome = await self.upstream.execute(call, exchange)
         return outcome
+
+    async def _push_all(
+        self, call: Call, exchange: Exchange, outcome: InputRequired
+    ) -> dict[str, Answer] | None:
+        """Answers to every ask from a client that takes pushed asks; None if it cannot."""
+        if not outcome.asks:
+            return None if exchange.ask is None else {}  # state only: retry at once
+        if exchange.ask is None:
+            return None
+        answers: dict[str, Answer] = {}
+        for key, ask in outcome.asks.items():
+            if not ask.allowed_by(call.client.capabilities):
+                raise _missing(ask)
+            answer = await exchange.ask(ask)
+            if answer is None:
+                return None
+            answers[key] = answer
+        return answers
+
+    def _hand_over(self, call: Call, exchange: Exchange, outcome: InputRequired) -> Outcome:
+        """The client answers in its own next request: give it the asks and the state."""
+        for ask in outcome.asks.values():
+            if not ask.allowed_by(call.client.capabilities):
+                return _missing(ask)
+        if not exchange.can_park:
+            asks = ", ".join(sorted({a.method for a in outcome.asks.values()})) or "input"
+            return Failure(
+                FailureKind.MISSING_CAPABILITY,
+                f"the server needs {asks}, which this client cannot provide",
+            )
+        if outcome.state is None or exchange.ask is None:
+            return outcome  # a stateless client of a stateless upstream: as it is
+        sealed = self.sealer.seal(
+            call, exchange.route, exchange.principal, {"k": "carried", "u": outcome.state}
+        )
+        return replace(outcome, state=sealed)
+
+    # ----------------------------------------------- handshake-era upstreams
+
+    async def _run_parked(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+        """Run a call whose upstream asks mid-call, for a client that must be answered."""
+        push = exchange.ask
+
+        async def ask(question: Ask) -> Answer | None:
+            if push is not None:
+                pushed = await push(question)
+                if pushed is not None:
+                    return pushed  # the client's revision carries this ask natively
+            if not question.allowed_by(call.client.capabilities):
+                parked.missing = question
+                parked.changed.set()
+                return Answer.refusal(question.kind)
+            return await parked.add_ask(question)
+
+        async def emit(event: Event) -> None:
+            await parked.emit(event)
+
+        parked.emit = exchange.emit
+        inner = replace(exchange, ask=ask, emit=emit)
+        parked.task = asyncio.get_running_loop().create_task(self.upstream.execute(call, inner))
+        return await self._settle(call, exchange, parked)
+
+    async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+        """Wait for the upstream's result, or for asks to hand to the client."""
+        assert parked.task is not None
+        try:
+            while True:
+                if parked.missing is not None:
+                    self.parking.unpark(parked)
+                    parked.task.cancel()
+                    return _missing(parked.missing)
+                if parked.task.done():
+                    self.parking.unpark(parked)
+                    return parked.task.result()
+                asks = parked.unanswered()
+                if asks:
+                    parked.round += 1
+                    parked.emit = _drop
+                    self.parking.park(parked)
+                    body = {"k": "parked", "i": parked.id, "n": parked.round}
+                    state = self.sealer.seal(call, exchange.route, exchange.principal, body)
+                    return InputRequired(asks=asks, state=state)
+                parked.changed.clear()
+                changed = asyncio.ensure_future(parked.changed.wait())
+                try:
+                    await asyncio.wait({parked.task, changed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+        except asyncio.CancelledError:
+            # The client went away while we waited: keep the call parked for its retry
+            # only if it asked something; otherwise stop the upstream call.
+            if not parked.unanswered():
+                parked.task.cancel()
+            raise
+
+    async def _retry(self, call: Call, exchange: Exchange) -> Outcome:
+        assert call.state is not None
+        try:
+            claims = self.sealer.open(call.state, call, exchange.route, exchange.principal)
+        except Failure as failure:
+            return failure
+        if claims.get("k") == "carried":
+            # A stateless upstream's own state, carried through a client that
+            # could not carry it unsealed: hand it back as it was.
+            retried = replace(call, state=claims.get("u"))
+            return await self._forward(retried, exchange)
+        parked = self.parking.get(str(claims.get("i")))
+        if parked is None:
+            return Failure(
+                FailureKind.INVALID_PARAMS,
+                "requestState refers to a call that has ended or expired; call again",
+            )
+        if parked.lock.locked() or claims.get("n") != parked.round:
+            return Failure(FailureKind.INVALID_PARAMS, "requestState was already used")
+        async with parked.lock:
+            parked.emit = exchange.emit
+            parked.answer(call.answers or {})
+            self.parking.unpark(parked)
+            return await self._settle(call, exchange, parked)
+
+    # ------------------------------------------------------------ answers
 
     def _initialize(self, call: Call, profile: ServerProfile) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -118,3 +254,23 @@ class Forwarder:
         if profile.instructions:
             result["instructions"] = profile.instructions
         return result
+
+    @property
+    def parked_count(self) -> int:
+        return len(self.parking)
+
+    async def close(self) -> None:
+        await self.parking.close()
+
+
+async def _drop(event: Event) -> None:
+    """Events of a parked call while no request of the client is open: nowhere to go."""
+    return
+
+
+def _missing(ask: Ask) -> Failure:
+    return Failure(
+        FailureKind.MISSING_CAPABILITY,
+        f"the server needs {ask.method}, which this client did not declare",
+        {"requiredCapabilities": ask.capability()},
+    )

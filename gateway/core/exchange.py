@@ -13,8 +13,9 @@ from gateway.core.outcome import Event
 from gateway.core.preamble import SessionView
 
 EventSink = Callable[[Event], Awaitable[None]]
-# Puts one ask to the downstream client and waits for its answer.
-Asker = Callable[[Ask], Awaitable[Answer]]
+# Puts one ask to the downstream client and waits for its answer; None when the
+# client's revision or transport cannot carry that ask as a request.
+Asker = Callable[[Ask], Awaitable[Answer | None]]
 
 
 async def _discard(event: Event) -> None:
@@ -29,7 +30,8 @@ class Exchange:
     credentials, never the credentials); ``forward_headers`` are the inbound
     headers the route forwards upstream; ``emit`` delivers events (progress,
     logs) on the stream the request belongs to; ``ask`` puts a question to the
-    client where its revision and transport can carry one (None elsewhere).
+    client where its revision and transport can carry one (None elsewhere);
+    ``can_park`` says the client's revision carries state between rounds.
     """
 
     call: Call
@@ -40,5 +42,7 @@ class Exchange:
     forward_headers: dict[str, str] = field(default_factory=dict)
     emit: EventSink = _discard
     ask: Asker | None = None
+    # The client carries state between rounds (input_required, or asks in arguments).
+    can_park: bool = False
     session: SessionView | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -327,12 +327,14 @@ class Adapter(ABC):
         if operation is Operation.INITIALIZE:
             return ClientContext(
                 protocol_version=self.version,
-                capabilities=dict(params.get("capabilities") or {}),
+                capabilities=self.effective_capabilities(dict(params.get("capabilities") or {})),
                 info=params.get("clientInfo"),
             )
         session = preamble.session
         if session is None:
-            return ClientContext(protocol_version=self.version)
+            return ClientContext(
+                protocol_version=self.version, capabilities=self.effective_capabilities({})
+            )
         return ClientContext(
             protocol_version=session.protocol_version,
             capabilities=session.capabilities,
@@ -340,11 +342,50 @@ class Adapter(ABC):
             log_level=session.log_level,
         )
 
+    def effective_capabilities(self, declared: dict[str, Any]) -> dict[str, Any]:
+        """What the client can answer through this revision, declared or not.
+
+        Where asks travel in tool arguments, form elicitation reaches the model
+        through the tool result even though the revision has no word for it.
+        """
+        if self.asks_in_arguments and "elicitation" not in declared:
+            return {**declared, "elicitation": {"form": {}}}
+        return declared
+
     def answers_for(
         self, operation: Operation, params: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Answer] | None, str | None]:
-        """Lift answers and state out of the params (nothing to lift by default)."""
-        return params, None, None
+        """Lift answers and state out of the params.
+
+        Revisions that carry asks in arguments get them back in the reserved
+        tool arguments; they never reach the upstream.
+        """
+        arguments = params.get("arguments")
+        if (
+            not self.asks_in_arguments
+            or operation is not Operation.TOOLS_CALL
+            or not isinstance(arguments, dict)
+            or (ANSWERS_ARGUMENT not in arguments and STATE_ARGUMENT not in arguments)
+        ):
+            return params, None, None
+        arguments = dict(arguments)
+        raw = arguments.pop(ANSWERS_ARGUMENT, None)
+        state = arguments.pop(STATE_ARGUMENT, None)
+        answers = None
+        if isinstance(raw, dict):
+            answers = {
+                str(key): Answer(
+                    result=value
+                    if isinstance(value, dict) and "action" in value
+                    else {"action": "accept", "content": value}
+                )
+                for key, value in raw.items()
+            }
+        return (
+            {**params, "arguments": arguments},
+            answers,
+            state if isinstance(state, str) else None,
+        )
 
     def actions_for(
         self, operation: Operation, params: dict[str, Any]

@@ -71,10 +71,11 @@ class Route:
 
     def __post_init__(self) -> None:
         self.forwarder = Forwarder(
-            self.link,
-            client_versions=self.adapters.versions,
-            stateless_versions=[a.version for a in self.adapters.stateless],
+            self.link, stateless_versions=[a.version for a in self.adapters.stateless]
         )
+
+    def parked_count(self) -> int:
+        return self.forwarder.parked_count
 
 
 def _principal(headers: dict[str, str]) -> str:
@@ -430,11 +431,11 @@ class Endpoint:
             and (responder is not None or session.stream_open)
         ):
 
-            async def asker(ask: Ask) -> Answer:
-                request_id = session.next_request_id()
-                message = adapter.encode_ask(ask, request_id)
-                if message is None:
-                    return Answer.refusal(ask.kind)
+            async def asker(ask: Ask) -> Answer | None:
+                message = adapter.encode_ask(ask, session.next_request_id())
+                if message is None or not ask.allowed_by(session.view.capabilities):
+                    return None  # not something this client can be asked
+                request_id = message["id"]
                 future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
                 session.pending[request_id] = future
                 await send(message)
@@ -455,6 +456,7 @@ class Endpoint:
             forward_headers=forwarded,
             emit=emit,
             ask=asker,
+            can_park=adapter.carries_state,
             session=session.view if session is not None else None,
         )
 
@@ -567,6 +569,7 @@ class Endpoint:
         return web.Response(status=200)
 
     async def close(self) -> None:
+        await self.route.forwarder.close()
         for task in list(self._background):
             task.cancel()
         if self._background:

@@ -80,6 +80,13 @@ class LegacySession:
     session_id: str | None
     profile: ServerProfile
     owns_carrier: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    # Calls in flight on this session, by upstream request id: who a message that
+    # arrives outside any call's own stream may belong to.
+    inflight: dict[int, tuple[Exchange, str | int | None]] = field(default_factory=dict)
+    # Calls blocked on an ask of their own: their handler cannot be asking anything else.
+    waiting: set[int] = field(default_factory=set)
+    listener: asyncio.Task[None] | None = None
 
 
 def carrier_failure(exc: CarrierError) -> Failure:
@@ -114,6 +121,7 @@ class UpstreamLink:
         self._sessions: dict[str, LegacySession] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
+        # Background work: cancel notices, answers to requests off any call stream.
         self._cancels: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ the verdict
@@ -280,11 +288,78 @@ class UpstreamLink:
         session = LegacySession(
             adapter, carrier, session_id, adapter.client_read_profile(result), transport == "sse"
         )
-        await carrier.send(
-            rpc.notification("notifications/initialized"),
-            {**headers, **adapter.client_headers(None, session_id)},
-        )
+        session.headers = {**headers, **adapter.client_headers(None, session_id)}
+        await carrier.send(rpc.notification("notifications/initialized"), session.headers)
+        session.listener = asyncio.get_running_loop().create_task(self._listen(session))
         return session
+
+    async def _listen(self, session: LegacySession) -> None:
+        """The session's own channel (GET stream, or what HTTP+SSE could not attribute):
+        server requests and notifications that arrive outside any call's stream."""
+        try:
+            stream = await session.carrier.listen(session.headers)
+            if stream is None:
+                return
+            async for message in stream:
+                if rpc.is_request(message):
+                    task = asyncio.get_running_loop().create_task(
+                        self._unsolicited_request(session, message)
+                    )
+                    self._cancels.add(task)
+                    task.add_done_callback(self._cancels.discard)
+                else:
+                    await self._unsolicited_event(session, message)
+        except CarrierError as exc:
+            log.info("upstream session stream ended", upstream=self.settings.url, reason=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a broken stream must not take the link down
+            log.exception("upstream session stream failed", upstream=self.settings.url)
+
+    def _owner(self, session: LegacySession) -> tuple[int, Exchange] | None:
+        """A message off any call's stream belongs to a call only if just one could have
+        sent it: one call in flight that is not itself blocked on an ask."""
+        running = [
+            (upstream_id, exchange)
+            for upstream_id, (exchange, _) in session.inflight.items()
+            if upstream_id not in session.waiting
+        ]
+        return running[0] if len(running) == 1 else None
+
+    async def _unsolicited_request(self, session: LegacySession, message: dict[str, Any]) -> None:
+        owner = self._owner(session)
+        if owner is not None:
+            session.waiting.add(owner[0])
+            try:
+                answer = await self._server_request(session.adapter, message, owner[1])
+            finally:
+                session.waiting.discard(owner[0])
+        elif message.get("method") != Operation.PING.value:
+            kind = AskKind.for_method(str(message.get("method")))
+            answer = (
+                session.adapter.client_answer(message["id"], Answer.refusal(kind))
+                if kind is not None
+                else rpc.error(message["id"], -32601, f"Method not found: {message.get('method')}")
+            )
+        else:
+            answer = await self._server_request(session.adapter, message, None)
+        with contextlib.suppress(CarrierError):
+            await session.carrier.send(answer, session.headers)
+
+    async def _unsolicited_event(self, session: LegacySession, message: dict[str, Any]) -> None:
+        event = session.adapter.client_read_event(message)
+        if event is None:
+            return
+        token = event.progress_token
+        if token is not None:
+            for upstream_id, (exchange, original) in list(session.inflight.items()):
+                if upstream_id == token and original is not None:
+                    params = {**event.params, "progressToken": original}
+                    await exchange.emit(replace(event, params=params))
+            return
+        owner = self._owner(session)
+        if owner is not None and event.method == "notifications/message":
+            await owner[1].emit(event)
 
     async def _session(
         self, principal: str, headers: Mapping[str, str], verdict: Verdict
@@ -303,6 +378,8 @@ class UpstreamLink:
     async def _drop_session(self, principal: str, session: LegacySession) -> None:
         if self._sessions.get(principal) is session:
             del self._sessions[principal]
+        if session.listener is not None:
+            session.listener.cancel()
         if session.owns_carrier:
             await session.carrier.close()
 
@@ -325,7 +402,7 @@ class UpstreamLink:
                 return failure
             try:
                 return await self._run(
-                    session.adapter, session.carrier, session.session_id, call, exchange
+                    session.adapter, session.carrier, session.session_id, call, exchange, session
                 )
             except CarrierError as exc:
                 await self._drop_session(exchange.principal, session)
@@ -351,8 +428,29 @@ class UpstreamLink:
         session_id: str | None,
         call: Call,
         exchange: Exchange,
+        session: LegacySession | None = None,
     ) -> Outcome:
         upstream_id = next(self._ids)
+        if session is not None:
+            session.inflight[upstream_id] = (exchange, call.progress_token)
+        try:
+            return await self._exchange(
+                adapter, carrier, session_id, call, exchange, upstream_id, session
+            )
+        finally:
+            if session is not None:
+                session.inflight.pop(upstream_id, None)
+
+    async def _exchange(
+        self,
+        adapter: Adapter,
+        carrier: Carrier,
+        session_id: str | None,
+        call: Call,
+        exchange: Exchange,
+        upstream_id: int,
+        session: LegacySession | None = None,
+    ) -> Outcome:
         # Progress tokens are rewritten so concurrent clients never collide upstream.
         token = call.progress_token
         upstream_call = replace(call, progress_token=upstream_id) if token is not None else call
@@ -372,7 +470,13 @@ class UpstreamLink:
                     finished = True
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
-                    answer = await self._server_request(adapter, incoming, exchange)
+                    if session is not None:
+                        session.waiting.add(upstream_id)
+                    try:
+                        answer = await self._server_request(adapter, incoming, exchange)
+                    finally:
+                        if session is not None:
+                            session.waiting.discard(upstream_id)
                     await carrier.send(answer, headers)
                     continue
                 event = adapter.client_read_event(incoming)
@@ -415,7 +519,7 @@ class UpstreamLink:
         task.add_done_callback(self._cancels.discard)
 
     async def _server_request(
-        self, adapter: Adapter, message: dict[str, Any], exchange: Exchange
+        self, adapter: Adapter, message: dict[str, Any], exchange: Exchange | None
     ) -> dict[str, Any]:
         """Answer a request the upstream sent mid-call: ping here, asks via the client."""
         method = message.get("method")
@@ -425,8 +529,7 @@ class UpstreamLink:
         if not asks:
             return rpc.error(message["id"], -32601, f"Method not found: {method}")
         ask = next(iter(asks.values()))
-        allowed = ask.allowed_by(exchange.call.client.capabilities)
-        answer = await exchange.ask(ask) if exchange.ask is not None and allowed else None
+        answer = await exchange.ask(ask) if exchange is not None and exchange.ask else None
         if answer is None:
             answer = Answer.refusal(ask.kind)
         if ask.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
@@ -453,6 +556,8 @@ class UpstreamLink:
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:
+            if session.listener is not None:
+                session.listener.cancel()
             try:
                 if session.session_id is not None:
                     headers = session.adapter.client_headers(None, session.session_id)

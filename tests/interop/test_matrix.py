@@ -170,3 +170,55 @@ def test_cell(matrix_gateway: RunningGateway, client_rev: str, server_rev: str) 
         f"client stderr:\n{out.get('_stderr', '')[-2000:]}\n"
         f"gateway log:\n{matrix_gateway.log()[-3000:]}"
     )
+
+
+def check_interactive(out: dict[str, Any], client_rev: str, server: Peer) -> dict[str, str]:
+    """Asks, progress and logs across the pair: what the weaker side can express."""
+    verdicts: dict[str, str] = {}
+    steps = out.get("steps", {})
+    elicits = "elicitation" in server.capabilities
+    client_elicits = client_rev >= "2025-06-18"
+
+    def step(name: str, expected: Any) -> None:
+        entry = steps.get(name, {})
+        if "result" not in entry:
+            verdicts[name] = f"error: {entry.get('error', 'missing')}"
+            return
+        got = texts(entry["result"])
+        ok = expected(got) if callable(expected) else got == expected
+        verdicts[name] = "ok" if ok else f"wrong: {got}"[:300]
+
+    if elicits and client_elicits:
+        step("call_ask_name", ["hello Ada"])
+    elif elicits:
+        # The client's revision has no elicitation: the tool says what it needs, and
+        # how to answer it in arguments (the model's next call).
+        step("call_ask_name", lambda got: any("_mcp_answers" in t for t in got))
+    step("call_summarize", ["summary: sampled: hello world"])
+    step("call_show_roots", ["file:///tmp/root"])
+    entry = steps.get("call_progress", {})
+    result = entry.get("result")
+    if result is None:
+        verdicts["call_progress"] = f"error: {entry.get('error', 'missing')}"
+    elif texts(result) != ["done 3"] or result.get("progress") != [1, 2, 3]:
+        verdicts["call_progress"] = f"wrong: {texts(result)} progress={result.get('progress')}"
+    else:
+        verdicts["call_progress"] = "ok"
+    return verdicts
+
+
+@pytest.mark.parametrize("server_rev", REVISIONS, ids=lambda r: f"upstream-{r}")
+@pytest.mark.parametrize("client_rev", REVISIONS, ids=lambda r: f"client-{r}")
+def test_interactive_cell(matrix_gateway: RunningGateway, client_rev: str, server_rev: str) -> None:
+    client = peer(CLIENTS[client_rev])
+    server = peer(SERVERS[server_rev])
+    transport = client.http_transport()
+    out = run_client(client, matrix_gateway.url(route_of(server_rev)), transport, "interactive")
+    verdicts = check_interactive(out, client_rev, server)
+    _record(f"{client_rev}+asks", server_rev, verdicts)
+    failed = {k: v for k, v in verdicts.items() if v != "ok"}
+    assert not failed, (
+        f"{client_rev} client -> {server_rev} upstream: {json.dumps(failed, indent=1)}\n"
+        f"client stderr:\n{out.get('_stderr', '')[-2000:]}\n"
+        f"gateway log:\n{matrix_gateway.log()[-3000:]}"
+    )

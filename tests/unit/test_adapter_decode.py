@@ -228,7 +228,11 @@ def test_initialize_carries_its_own_client_context(version: str) -> None:
     assert call.operation is Operation.INITIALIZE
     assert call.params == params
     assert call.client.protocol_version == version
-    assert call.client.capabilities == params["capabilities"]
+    expected = dict(params["capabilities"])
+    if SET.by_version[version].asks_in_arguments:
+        # Form elicitation reaches these clients through tool arguments.
+        expected.setdefault("elicitation", {"form": {}})
+    assert call.client.capabilities == expected
     assert call.client.info == params["clientInfo"]
 
 
@@ -237,7 +241,8 @@ def test_without_a_session_the_context_is_empty(version: str) -> None:
     item = decode_one(version, message(version, "tools/list"), with_session=False)
     assert isinstance(item, Call)
     assert item.client.protocol_version == version
-    assert item.client.capabilities == {}
+    carried = {"elicitation": {"form": {}}} if SET.by_version[version].asks_in_arguments else {}
+    assert item.client.capabilities == carried
     assert item.client.info is None
 
 

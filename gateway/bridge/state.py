@@ -1,0 +1,85 @@
+"""Sealed `requestState`: what a client carries between rounds, unreadable and unforgeable.
+
+The state names a parked call (or carries an upstream's own state), and is
+bound to the route, the principal, the method, a digest of the params and an
+expiry.  It is HMAC-SHA256 signed; a token that fails any check is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from typing import Any
+
+import orjson
+
+from gateway.core import Call, Failure, FailureKind
+
+PREFIX = "gw1."
+
+
+def params_digest(call: Call) -> str:
+    """What the retry must repeat: the method and its params (plumbing excluded)."""
+    payload = orjson.dumps([call.method, call.params], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(payload).hexdigest()[:32]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class StateSealer:
+    """Seals and opens state tokens with one key (configured, or random per process)."""
+
+    def __init__(self, key: bytes | None = None, ttl: float = 600.0) -> None:
+        self.key = key or secrets.token_bytes(32)
+        self.ttl = ttl
+
+    @staticmethod
+    def is_ours(token: str | None) -> bool:
+        return isinstance(token, str) and token.startswith(PREFIX)
+
+    def seal(self, call: Call, route: str, principal: str, body: dict[str, Any]) -> str:
+        claims = {
+            **body,
+            "r": route,
+            "p": principal,
+            "m": call.method,
+            "d": params_digest(call),
+            "x": int(time.time() + self.ttl),
+        }
+        payload = orjson.dumps(claims, option=orjson.OPT_SORT_KEYS)
+        tag = hmac.new(self.key, payload, hashlib.sha256).digest()
+        return PREFIX + _b64(payload) + "." + _b64(tag)
+
+    def open(self, token: str, call: Call, route: str, principal: str) -> dict[str, Any]:
+        """The claims of a valid token for this call; raises Failure otherwise."""
+        try:
+            body, tag = token[len(PREFIX) :].split(".")
+            payload = _unb64(body)
+            expected = hmac.new(self.key, payload, hashlib.sha256).digest()
+            if not hmac.compare_digest(expected, _unb64(tag)):
+                raise ValueError("bad signature")
+            claims = orjson.loads(payload)
+        except (ValueError, orjson.JSONDecodeError) as exc:
+            raise _refused("requestState is not valid (tampered or not issued here)") from exc
+        if not isinstance(claims, dict):
+            raise _refused("requestState is not valid")
+        if claims.get("x", 0) < time.time():
+            raise _refused("requestState has expired")
+        if claims.get("r") != route or claims.get("p") != principal:
+            raise _refused("requestState was issued to another caller")
+        if claims.get("m") != call.method or claims.get("d") != params_digest(call):
+            raise _refused("requestState belongs to a different request (method or params differ)")
+        return claims
+
+
+def _refused(message: str) -> Failure:
+    return Failure(FailureKind.INVALID_PARAMS, message)
