@@ -3,70 +3,43 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import ipaddress
+import re
 import signal
-from dataclasses import dataclass, field
+import time
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
 from aiohttp import web
 
 from gateway.demo import start_demo
+from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
 from gateway.protocol import AdapterSet
+from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, Route
+from gateway.transport.sessions import SessionStore
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
+
+__all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
 log = structlog.get_logger(__name__)
 
-ROUTE_OPTIONS = {"version", "transport", "timeout", "connect_timeout", "ttl_ms", "cache_scope"}
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+# How long /readyz waits for one upstream before calling it unreachable.
+READY_TIMEOUT = 5.0
+# After the drain, how long aiohttp may take to close what is left (streams ending).
+CLOSE_GRACE = 2.0
+REQUEST_ID_HEADER = "X-Request-Id"
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
-
-@dataclass
-class RouteSpec:
-    """One `--route PATH=UPSTREAM[,key=value...]`."""
-
-    path: str
-    upstream: str
-    version: str | None = None
-    transport: str = "auto"
-    timeout: float = 300.0
-    connect_timeout: float = 10.0
-    ttl_ms: int = 0
-    cache_scope: str = "private"
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, text: str) -> RouteSpec:
-        path, sep, rest = text.partition("=")
-        if not sep or not path.startswith("/") or not rest:
-            raise ValueError(
-                f"--route {text!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
-            )
-        upstream, *options = rest.split(",")
-        spec = cls(path=path, upstream=upstream)
-        for option in options:
-            key, eq, value = option.partition("=")
-            if not eq or key not in ROUTE_OPTIONS:
-                raise ValueError(
-                    f"--route {text!r}: unknown option {option!r} "
-                    f"(known: {', '.join(sorted(ROUTE_OPTIONS))})"
-                )
-            if key in ("timeout", "connect_timeout"):
-                setattr(spec, key, float(value))
-            elif key == "ttl_ms":
-                spec.ttl_ms = int(value)
-            else:
-                setattr(spec, key, value)
-        if spec.transport not in ("auto", "http", "sse"):
-            raise ValueError(f"--route {text!r}: transport must be auto, http or sse")
-        if spec.cache_scope not in ("private", "public"):
-            raise ValueError(f"--route {text!r}: cache_scope must be private or public")
-        if not upstream.startswith(("http://", "https://")):
-            raise ValueError(f"--route {text!r}: the upstream must be an http(s):// URL")
-        return spec
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def is_loopback(host: str) -> bool:
@@ -82,22 +55,74 @@ class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
     def __init__(
-        self, routes: list[RouteSpec], *, host: str = "127.0.0.1", port: int = 8080
+        self,
+        routes: list[RouteSpec],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        session_idle_timeout: float = 3600.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        drain_timeout: float = 30.0,
     ) -> None:
         self.specs = routes
         self.host = host
         self.port = port
+        self.session_idle_timeout = session_idle_timeout
+        self.max_body_bytes = max_body_bytes
+        self.drain_timeout = drain_timeout
         self.adapters = AdapterSet.default()
         self.endpoints: list[Endpoint] = []
+        self.draining = False
         self._http: aiohttp.ClientSession | None = None
+        self._route_http: list[aiohttp.ClientSession] = []
         self._runner: web.AppRunner | None = None
+        self._requests: set[asyncio.Task[Any]] = set()
+        self._force = asyncio.Event()
+        self.metrics = Metrics(
+            routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Gateway:
+        return cls(
+            list(settings.routes),
+            host=settings.host,
+            port=settings.port,
+            session_idle_timeout=settings.session_idle_timeout,
+            max_body_bytes=settings.max_body_bytes,
+            drain_timeout=settings.drain_timeout,
+        )
+
+    def in_flight(self) -> int:
+        """Client requests (POSTs) being handled, and calls answered on a stream."""
+        return len(self._requests) + sum(len(_background(e)) for e in self.endpoints)
+
+    # ------------------------------------------------------------------ build
+
+    def _session_for(self, spec: RouteSpec) -> aiohttp.ClientSession:
+        """The shared client session, or the route's own when it sends static headers."""
+        headers = spec.upstream_headers()
+        if not headers:
+            assert self._http is not None
+            return self._http
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64, limit_per_host=64),
+            timeout=aiohttp.ClientTimeout(total=None),
+            headers=headers,
+        )
+        self._route_http.append(session)
+        return session
 
     async def build(self) -> web.Application:
         self._http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=256, limit_per_host=64),
             timeout=aiohttp.ClientTimeout(total=None),
         )
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(
+            client_max_size=max(64 * 1024 * 1024, self.max_body_bytes + 1),
+            middlewares=[self._context_middleware],
+        )
+        app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
         for spec in self.specs:
             if spec.version is not None and spec.version not in self.adapters.by_version:
@@ -112,18 +137,34 @@ class Gateway:
                 request_timeout=spec.timeout,
                 connect_timeout=spec.connect_timeout,
             )
+            static = {name.lower() for name in spec.headers_from_env} | {
+                name.lower() for name in spec.headers_from_file
+            }
+            # A header the gateway sets for the upstream is never overridden by the client's.
+            forward = tuple(
+                dict.fromkeys(
+                    name
+                    for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
+                    if name not in static
+                )
+            )
             route = Route(
                 path=spec.path,
-                link=UpstreamLink(settings, self.adapters, self._http),
+                link=UpstreamLink(settings, self.adapters, self._session_for(spec)),
                 adapters=self.adapters,
                 guard=OriginGuard(
                     loopback_only=loopback,
                     allowed_hosts=spec.allowed_hosts,
                     allowed_origins=spec.allowed_origins,
                 ),
+                forward_headers=forward,
+                max_body=self.max_body_bytes,
                 cache_ttl_ms=spec.ttl_ms,
                 cache_scope=spec.cache_scope,
+                sessions=SessionStore(idle_timeout=self.session_idle_timeout),
             )
+            route.observers.append(log_call)
+            route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
             self.endpoints.append(endpoint)
             app.router.add_route("POST", spec.path, endpoint.post)
@@ -131,33 +172,80 @@ class Gateway:
             app.router.add_route("DELETE", spec.path, endpoint.delete)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
         return app
+
+    @web.middleware
+    async def _context_middleware(
+        self, request: web.Request, handler: Handler
+    ) -> web.StreamResponse:
+        """A request id (the client's X-Request-Id when sane) and trace ids on every log
+        line of the request; POSTs counted as in flight for the drain."""
+        given = request.headers.get(REQUEST_ID_HEADER, "")
+        request_id = given if _SANE_REQUEST_ID.match(given) else uuid.uuid4().hex
+        request["request_id"] = request_id
+        context = {"request_id": request_id, **trace_ids(request.headers.get("traceparent"))}
+        task = asyncio.current_task()
+        tracked = request.method == "POST" and task is not None
+        if tracked:
+            assert task is not None
+            self._requests.add(task)
+        try:
+            with structlog.contextvars.bound_contextvars(**context):
+                return await handler(request)
+        finally:
+            if tracked:
+                assert task is not None
+                self._requests.discard(task)
+
+    # -------------------------------------------------------------- endpoints
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        routes: dict[str, Any] = {}
-        ready = True
-        for endpoint in self.endpoints:
-            link = endpoint.route.link
-            try:
-                await asyncio.wait_for(link.ensure("anonymous", {}), 5)
-            except Exception as exc:  # any reason the upstream is not usable
-                ready = False
-                routes[endpoint.route.path] = {"ready": False, "error": str(exc)}
-                continue
-            verdict = link.verdict
-            routes[endpoint.route.path] = {
-                "ready": True,
-                "upstream_revision": verdict.adapter.version if verdict else None,
-                "transport": verdict.transport if verdict else None,
-            }
+        if self.draining:
+            return web.json_response({"ready": False, "draining": True, "routes": {}}, status=503)
+        checks = await asyncio.gather(*(self._route_ready(e.route) for e in self.endpoints))
+        routes = {
+            endpoint.route.path: check
+            for endpoint, check in zip(self.endpoints, checks, strict=True)
+        }
+        ready = all(check["ready"] for check in checks)
         return web.json_response({"ready": ready, "routes": routes}, status=200 if ready else 503)
+
+    async def _route_ready(self, route: Route) -> dict[str, Any]:
+        """Ready: the upstream's era is known and its port still takes connections."""
+        link = route.link
+        try:
+            if link.verdict is None:
+                await asyncio.wait_for(link.ensure("anonymous", {}), READY_TIMEOUT)
+            else:
+                await asyncio.wait_for(_connectable(link.settings.url), READY_TIMEOUT)
+        except Exception as exc:  # any reason the upstream is not usable
+            return {"ready": False, "error": str(exc) or type(exc).__name__}
+        verdict = link.verdict
+        if verdict is None:
+            return {"ready": False, "error": "the upstream's protocol era is not known"}
+        return {
+            "ready": True,
+            "upstream_revision": verdict.adapter.version,
+            "transport": verdict.transport,
+            "sessions": len(route.sessions),
+        }
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE}
+        )
+
+    # ---------------------------------------------------------------- running
 
     async def start(self) -> int:
         app = await self.build()
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_GRACE
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -170,34 +258,129 @@ class Gateway:
         )
         return self.port
 
-    async def stop(self) -> None:
+    async def drain(self, deadline_s: float) -> int:
+        """Stop accepting, then wait (up to ``deadline_s`` seconds) for the calls in flight.
+        Returns how many were still running at the deadline."""
+        self.draining = True
+        if self._runner is not None:
+            for site in list(self._runner.sites):
+                await site.stop()
+            if self._runner.server is not None:
+                self._runner.server.pre_shutdown()  # keep-alive connections end after this request
+        deadline = time.monotonic() + deadline_s
+        log.info("draining", in_flight=self.in_flight(), drain_timeout=deadline_s)
+        force = asyncio.ensure_future(self._force.wait())
+        try:
+            while True:
+                pending = set(self._requests)
+                for endpoint in self.endpoints:
+                    pending |= _background(endpoint)
+                remaining = deadline - time.monotonic()
+                if not pending or remaining <= 0 or self._force.is_set():
+                    break
+                await asyncio.wait(
+                    {*pending, force}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            force.cancel()
+        left = self.in_flight()
+        if left:
+            log.warning("drain deadline passed; cancelling the calls left", in_flight=left)
+        else:
+            log.info("drained")
+        return left
+
+    async def stop(self, drain_timeout: float = 0.0) -> None:
+        """Drain, end the downstream sessions, end the upstream sessions (DELETE)."""
+        if await self.drain(drain_timeout):
+            # Past the deadline: cut off the calls left rather than wait for aiohttp's grace.
+            left = set(self._requests)
+            for task in left:
+                task.cancel()
+            await asyncio.wait(left, timeout=CLOSE_GRACE)
+        await self._release()
+        log.info("gateway stopped")
+
+    async def _release(self) -> None:
         for endpoint in self.endpoints:
             await endpoint.close()
         if self._runner is not None:
             await self._runner.cleanup()
+            self._runner = None
         for endpoint in self.endpoints:
             await endpoint.route.link.close()
+        for session in self._route_http:
+            await session.close()
         if self._http is not None:
             await self._http.close()
 
     async def serve_forever(self, *, demo: bool = False) -> None:
         demo_runner = None
-        if demo:
-            demo_runner, url = await start_demo()
-            self.specs = [RouteSpec(path="/mcp", upstream=url)]
-            log.info(
-                "no --route given: fronting the bundled demo server",
-                route="/mcp",
-                upstream=url,
-                hint="pass --route PATH=URL to front your own MCP server",
-            )
-        await self.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("shutting down")
-        await self.stop()
-        if demo_runner is not None:
-            await demo_runner.cleanup()
+
+        def on_signal(name: str) -> None:
+            if stop.is_set():
+                log.warning("second signal: not waiting for the calls in flight", signal=name)
+                self._force.set()
+            else:
+                log.info("shutting down", signal=name)
+                stop.set()
+
+        try:
+            if demo:
+                demo_runner, url = await start_demo()
+                self.specs = [RouteSpec(path="/mcp", upstream=url)]
+                log.info(
+                    "no --route given: fronting the bundled demo server",
+                    route="/mcp",
+                    upstream=url,
+                    hint="pass --route PATH=URL to front your own MCP server",
+                )
+            try:
+                await self.start()
+            except BaseException:
+                await self._release()
+                raise
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, on_signal, sig.name)
+            await stop.wait()
+            await self.stop(self.drain_timeout)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            if demo_runner is not None:
+                await demo_runner.cleanup()
+
+
+def _default_forward() -> tuple[str, ...]:
+    """The inbound headers every route forwards upstream (authorization, trace context)."""
+    for field in dataclasses.fields(Route):
+        if field.name == "forward_headers" and isinstance(field.default, tuple):
+            return tuple(str(name) for name in field.default)
+    return ("authorization", "traceparent", "tracestate", "baggage")
+
+
+_DEFAULT_FORWARD = _default_forward()
+
+
+def _background(endpoint: Endpoint) -> set[asyncio.Task[None]]:
+    """Calls an endpoint answers in the background (on an HTTP+SSE stream)."""
+    tasks: set[asyncio.Task[None]] = getattr(endpoint, "_background", set())
+    return {task for task in tasks if not task.done()}
+
+
+async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    request_id = request.get("request_id")
+    if isinstance(request_id, str):
+        response.headers.setdefault(REQUEST_ID_HEADER, request_id)
+
+
+async def _connectable(url: str) -> None:
+    """Open (and close) a TCP connection to the URL's host and port."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    _, writer = await asyncio.open_connection(parts.hostname, port)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()

@@ -1,38 +1,67 @@
-"""The `gateway` command line."""
+"""The `gateway` command line.
+
+    gateway serve [--config FILE] [--listen HOST:PORT] [--route PATH=UPSTREAM[,key=value...]]...
+    gateway probe UPSTREAM [--json] [--version REV] [--transport auto|http|sse]
+    gateway version
+
+Settings come from flags, then ``GATEWAY_*`` environment variables, then the
+config file; a bad one is reported on one line and the exit code is 2.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import Annotated
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
 
-import structlog
+import aiohttp
 import typer
 
 from gateway import __version__
-from gateway.app import Gateway, RouteSpec
+from gateway.app import Gateway
+from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
+from gateway.observability import configure_logging
+from gateway.protocol import AdapterSet
+from gateway.settings import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    TRANSPORTS,
+    Settings,
+    SettingsError,
+    load_settings,
+)
+from gateway.upstream.link import UpstreamLink, UpstreamSettings, Verdict
 
 app = typer.Typer(
-    help="An MCP gateway: lets a client of any MCP protocol revision use a server of any other.",
+    help=(
+        "An MCP gateway: lets a client of any MCP protocol revision use a server of any "
+        "other.\n\nRun `gateway serve --route /mcp=http://127.0.0.1:3000/mcp` to front an "
+        "upstream server, `gateway probe URL` to see what a server speaks."
+    ),
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+USAGE_ERROR = 2
+# Pagination guard for `probe`: a server that never stops paging is reported, not followed.
+MAX_PAGES = 1000
 
-def _configure_logging(level: str, fmt: str) -> None:
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-    )
+
+def _fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
+    typer.echo(f"Error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> str | None:
+    if value is not None and value.lower() not in choices:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}", param_hint=name)
+    return value.lower() if value is not None else None
 
 
 @app.command()
@@ -41,32 +70,266 @@ def serve(
         list[str] | None,
         typer.Option(
             "--route",
-            help="PATH=UPSTREAM[,version=REV][,transport=auto|http|sse][,timeout=SECONDS]"
-            "[,ttl_ms=N][,cache_scope=private|public]; repeatable.  Without any, the "
-            "gateway fronts its bundled demo server at /mcp.",
+            "-r",
+            metavar="PATH=UPSTREAM[,key=value...]",
+            help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
+            "version=REV (pin the upstream's revision), transport=auto|http|sse, "
+            "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
+            "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2.  "
+            "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
+            "fronts its bundled demo server at /mcp.",
         ),
     ] = None,
-    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on.")] = "127.0.0.1:8080",
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
-    log_format: Annotated[str, typer.Option(help="json or console.")] = "json",
+    listen: Annotated[
+        str | None,
+        typer.Option(metavar="HOST:PORT", help="Where to listen.  [default: 127.0.0.1:8080]"),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="FILE",
+            help="A TOML config file (see config/gateway.example.toml).  Env: GATEWAY_CONFIG.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(metavar="LEVEL", help="debug, info, warning or error.  [default: info]"),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FORMAT", help="json (one object a line) or console.  [default: json]"
+        ),
+    ] = None,
+    drain_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="On SIGTERM/SIGINT, how long to let calls in flight finish.  [default: 30]",
+        ),
+    ] = None,
+    check_config: Annotated[
+        bool,
+        typer.Option(
+            "--check-config",
+            hidden=True,
+            help="Validate the settings, print them as JSON and exit without serving.",
+        ),
+    ] = False,
 ) -> None:
-    """Serve MCP clients of every revision in front of the given upstream servers."""
-    _configure_logging(log_level, log_format)
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise typer.BadParameter(f"--listen {listen!r}: expected HOST:PORT")
+    """Serve MCP clients of every revision in front of the given upstream servers.
+
+    Every option can also be set as an environment variable (GATEWAY_LISTEN,
+    GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
+    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_SESSION_IDLE_TIMEOUT,
+    GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG) or in the config file; flags win over
+    the environment, which wins over the file.
+    """
+    flags: dict[str, Any] = {
+        "config": config,
+        "listen": listen,
+        "routes": route or None,
+        "log_level": _choice("--log-level", log_level, LOG_LEVELS),
+        "log_format": _choice("--log-format", log_format, LOG_FORMATS),
+        "drain_timeout": drain_timeout,
+    }
     try:
-        specs = [RouteSpec.parse(r) for r in route or []]
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    gateway = Gateway(specs, host=host.strip("[]") or "127.0.0.1", port=int(port))
+        settings = load_settings(flags)
+        gateway = Gateway.from_settings(settings)
+        for spec in settings.routes:
+            spec.upstream_headers()  # secrets must be there now, not at the first call
+            _check_version(spec.version, f"route {spec.path}", gateway.adapters)
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    if check_config:
+        typer.echo(_describe_settings(settings))
+        return
+    configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(gateway.serve_forever(demo=not specs))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        asyncio.run(gateway.serve_forever(demo=not settings.routes))
+    except OSError as exc:  # e.g. the port is taken
+        raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        raise typer.Exit(130) from None
+
+
+def _check_version(version: str | None, where: str, adapters: AdapterSet) -> None:
+    if version is not None and version not in adapters.by_version:
+        raise SettingsError(
+            f"{where}: unknown revision {version!r} (known: {', '.join(adapters.versions)})"
+        )
+
+
+def _describe_settings(settings: Settings) -> str:
+    """The effective settings, secrets left out (only where they come from)."""
+    data = settings.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+@app.command()
+def probe(
+    upstream: Annotated[str, typer.Argument(metavar="UPSTREAM", help="The server's http(s) URL.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    version: Annotated[
+        str | None,
+        typer.Option("--version", metavar="REV", help="Pin the revision instead of probing."),
+    ] = None,
+    transport: Annotated[
+        str, typer.Option(metavar="TRANSPORT", help="auto, http (Streamable HTTP) or sse.")
+    ] = "auto",
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Per-request timeout.", min=0.001)
+    ] = 30.0,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            metavar="NAME=ENV_VAR",
+            help="Send header NAME with the value of environment variable ENV_VAR; repeatable.",
+        ),
+    ] = None,
+) -> None:
+    """Probe an upstream MCP server: its era, revision, transport, identity and what it offers."""
+    if not upstream.startswith(("http://", "https://")):
+        raise _fail(f"UPSTREAM {upstream!r}: must be an http(s):// URL")
+    transport = _choice("--transport", transport, TRANSPORTS) or "auto"
+    adapters = AdapterSet.default()
+    try:
+        _check_version(version, "--version", adapters)
+        headers = _env_headers(header or [])
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    configure_logging("warning", "console")
+    settings = UpstreamSettings(
+        url=upstream,
+        transport=transport,
+        version=version,
+        request_timeout=timeout,
+        connect_timeout=min(timeout, 10.0),
+        probe_timeout=min(timeout, 10.0),
+    )
+    try:
+        report = asyncio.run(_probe(settings, adapters, headers))
+    except Failure as failure:
+        raise _fail(f"probe of {upstream} failed: {failure.message}", 1) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise _fail(f"probe of {upstream} failed: {exc or type(exc).__name__}", 1) from None
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(_human(report))
+
+
+def _env_headers(specs: list[str]) -> dict[str, str]:
+    headers = {}
+    for spec in specs:
+        name, eq, variable = spec.partition("=")
+        if not eq or not name or not variable:
+            raise SettingsError(f"--header {spec!r}: expected NAME=ENV_VAR")
+        if variable not in os.environ:
+            raise SettingsError(f"--header {spec!r}: environment variable {variable} is not set")
+        headers[name] = os.environ[variable]
+    return headers
+
+
+async def _probe(
+    settings: UpstreamSettings, adapters: AdapterSet, headers: dict[str, str]
+) -> dict[str, Any]:
+    async with aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None), headers=headers
+    ) as http:
+        link = UpstreamLink(settings, adapters, http)
+        try:
+            verdict = await link.ensure("anonymous", {})
+            return {
+                "upstream": settings.url,
+                "era": "legacy" if verdict.adapter.has_handshake else "modern",
+                "revision": verdict.adapter.version,
+                "transport": "streamable-http" if verdict.transport == "http" else "http+sse",
+                "supported_revisions": list(verdict.profile.versions),
+                "server_info": verdict.profile.info,
+                "capabilities": verdict.profile.capabilities,
+                "instructions": verdict.profile.instructions,
+                "counts": await _counts(link, verdict),
+            }
+        finally:
+            await link.close()
+
+
+# What `probe` counts: (list operation, capability that declares it, result key).
+LISTS = {
+    "tools": (Operation.TOOLS_LIST, "tools", "tools"),
+    "resources": (Operation.RESOURCES_LIST, "resources", "resources"),
+    "resource_templates": (Operation.RESOURCES_TEMPLATES_LIST, "resources", "resourceTemplates"),
+    "prompts": (Operation.PROMPTS_LIST, "prompts", "prompts"),
+}
+
+
+async def _counts(link: UpstreamLink, verdict: Verdict) -> dict[str, int | None]:
+    """How many of each the upstream lists, every page followed (None: it declares
+    no such capability)."""
+    counts: dict[str, int | None] = {}
+    client = ClientContext(
+        protocol_version=verdict.adapter.version,
+        info={"name": "gateway-probe", "version": __version__},
+    )
+    for name, (operation, capability, key) in LISTS.items():
+        if capability not in verdict.profile.capabilities:
+            counts[name] = None
+            continue
+        total, cursor = 0, None
+        for page in range(1, MAX_PAGES + 1):
+            params: dict[str, Any] = {"cursor": cursor} if cursor is not None else {}
+            call = Call(
+                id=page, operation=operation, method=operation.value, params=params, client=client
+            )
+            outcome = await link.execute(
+                call, Exchange(call=call, route="probe", profile=verdict.profile)
+            )
+            if isinstance(outcome, Failure):
+                raise outcome
+            if not isinstance(outcome, Value):
+                raise Failure(FailureKind.UPSTREAM_PROTOCOL, f"{operation.value} asked for input")
+            items = outcome.result.get(key)
+            total += len(items) if isinstance(items, list) else 0
+            cursor = outcome.result.get("nextCursor")
+            if not cursor:
+                break
+        counts[name] = total
+    return counts
+
+
+def _human(report: dict[str, Any]) -> str:
+    info = report["server_info"] or {}
+    name = info.get("name", "?")
+    server_version = info.get("version", "?")
+    counts = report["counts"]
+    lines = [
+        f"upstream:            {report['upstream']}",
+        f"era:                 {report['era']}",
+        f"revision:            {report['revision']}",
+        f"transport:           {report['transport']}",
+        f"supported revisions: {', '.join(report['supported_revisions']) or '-'}",
+        f"server:              {name} {server_version}",
+        f"capabilities:        {', '.join(sorted(report['capabilities'])) or '-'}",
+    ]
+    for key, value in counts.items():
+        label = key.replace("_", " ") + ":"
+        lines.append(f"{label:<21}{'-' if value is None else value}")
+    return "\n".join(lines)
 
 
 @app.command()
 def version() -> None:
     """Print the gateway's version."""
     typer.echo(__version__)
+
+
+def main() -> None:  # pragma: no cover - the console script
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,218 @@
+"""Logs and metrics: structlog set up once for the process, Prometheus per gateway.
+
+Logs: every line is one JSON object in ``json`` mode (the gateway's own
+structlog events and whatever the libraries log through stdlib ``logging``
+alike), human-readable lines in ``console`` mode.  Every finished call is one
+``call`` event with the request id, route, both revisions, method, duration
+and outcome.
+
+Metrics: a registry per gateway, so several gateways in one process (tests)
+never collide.  Gauges are read when scraped, from the routes themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from gateway import __version__
+from gateway.core import Operation
+
+if TYPE_CHECKING:
+    from gateway.transport.http import Route
+
+METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Outcomes that are not errors: a result, or a request for more input.
+SUCCESS_OUTCOMES = frozenset({"value", "inputrequired"})
+UNKNOWN = "unknown"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+
+call_log = structlog.get_logger("gateway.calls")
+
+
+# ------------------------------------------------------------------ logging
+
+
+def configure_logging(
+    level: str = "info", fmt: str = "json", stream: IO[str] | None = None
+) -> None:
+    """Route structlog and stdlib logging to one handler with one renderer."""
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: structlog.typing.Processor
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer()
+        final: list[structlog.typing.Processor] = [
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            renderer,
+        ]
+    else:
+        renderer = structlog.dev.ConsoleRenderer()
+        final = [renderer]
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.PositionalArgumentsFormatter()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+    )
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        cache_logger_on_first_use=False,
+    )
+
+
+def trace_ids(traceparent: str | None) -> dict[str, str]:
+    """The W3C trace context ids of a ``traceparent`` header, for log correlation."""
+    match = _TRACEPARENT.match(traceparent.strip().lower()) if traceparent else None
+    if match is None:
+        return {}
+    return {"trace_id": match.group(1), "span_id": match.group(2)}
+
+
+def log_call(record: dict[str, Any]) -> None:
+    """A route observer: one ``call`` log event per finished call."""
+    if record.get("outcome") in SUCCESS_OUTCOMES:
+        call_log.info("call", **record)
+    else:
+        call_log.warning("call", **record)
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def method_label(method: Any) -> str:
+    """Known MCP methods by name; anything else (vendor methods) as ``other``."""
+    if not isinstance(method, str):
+        return UNKNOWN
+    return method if Operation.for_method(method) is not Operation.OTHER else "other"
+
+
+class _RouteGauges(Collector):
+    """Gauges read from the routes when scraped."""
+
+    def __init__(self, routes: Callable[[], Iterable[Route]], in_flight: Callable[[], int]) -> None:
+        self._routes = routes
+        self._in_flight = in_flight
+
+    def collect(self) -> Iterator[Metric]:
+        sessions = GaugeMetricFamily(
+            "gateway_sessions", "Open downstream client sessions.", labels=["route"]
+        )
+        parked = GaugeMetricFamily(
+            "gateway_parked_calls",
+            "Calls parked while waiting for a client's answer to an upstream's question.",
+            labels=["route"],
+        )
+        upstream = GaugeMetricFamily(
+            "gateway_upstream_info",
+            "The revision and transport each route's upstream was found to speak (1 once known).",
+            labels=["route", "upstream_revision", "transport"],
+        )
+        for route in self._routes():
+            sessions.add_metric([route.path], len(route.sessions))
+            parked.add_metric([route.path], _parked(route))
+            verdict = route.link.verdict
+            if verdict is not None:
+                upstream.add_metric([route.path, verdict.adapter.version, verdict.transport], 1)
+        yield sessions
+        yield parked
+        yield upstream
+        yield GaugeMetricFamily(
+            "gateway_in_flight_requests", "Client requests being handled.", value=self._in_flight()
+        )
+
+
+def _parked(route: Route) -> int:
+    counter = getattr(route, "parked_count", None)
+    if counter is None:
+        return 0
+    try:
+        return int(counter())
+    except Exception:  # a gauge must never break the scrape
+        return 0
+
+
+class Metrics:
+    """The Prometheus metrics of one gateway."""
+
+    def __init__(
+        self,
+        routes: Callable[[], Iterable[Route]] = tuple,
+        in_flight: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        labels = ["route", "method", "client_revision", "upstream_revision", "outcome"]
+        self.requests = Counter(
+            "gateway_requests",
+            "Calls finished, by route, method, revision pair and outcome.",
+            labels,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "gateway_request_errors",
+            "Calls that ended in an error, by route, method, revision pair and outcome.",
+            labels,
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "gateway_request_duration_seconds",
+            "Call latency through the gateway, by route and revision pair.",
+            ["route", "client_revision", "upstream_revision"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        build = GaugeMetricFamily(
+            "gateway_build_info", "The gateway's version.", labels=["version"]
+        )
+        build.add_metric([__version__], 1)
+        self._build = build
+        self.registry.register(_RouteGauges(routes, in_flight))
+        self.registry.register(_Static([build]))
+
+    def observe(self, record: dict[str, Any]) -> None:
+        """A route observer: count the call and time it."""
+        route = str(record.get("route") or UNKNOWN)
+        client = str(record.get("client_revision") or UNKNOWN)
+        upstream = str(record.get("upstream_revision") or UNKNOWN)
+        outcome = str(record.get("outcome") or UNKNOWN)
+        method = method_label(record.get("method"))
+        self.requests.labels(route, method, client, upstream, outcome).inc()
+        if outcome not in SUCCESS_OUTCOMES:
+            self.errors.labels(route, method, client, upstream, outcome).inc()
+        duration = record.get("duration_ms")
+        if isinstance(duration, int | float):
+            self.latency.labels(route, client, upstream).observe(duration / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Static(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics

@@ -1,0 +1,299 @@
+"""The gateway's settings: flags over environment variables over a TOML file.
+
+Every setting has one name in all three places: the `serve` flag (for the
+common ones), the environment variable ``GATEWAY_<NAME>`` and the key in the
+file given by ``--config`` / ``GATEWAY_CONFIG``.  Everything is checked on
+load; :class:`SettingsError` carries one line that names the bad key and value.
+
+Secrets never live in the file: an upstream credential is named there
+(``headers_from_env`` / ``headers_from_file``) and read from the environment
+or a mounted file when the gateway starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "GATEWAY_"
+TRANSPORTS = ("auto", "http", "sse")
+CACHE_SCOPES = ("private", "public")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("json", "console")
+# Options of the `--route PATH=UPSTREAM[,key=value...]` syntax.  List options
+# take several values separated by `|` (e.g. allowed_hosts=a.example|b.example).
+ROUTE_OPTIONS = {
+    "version",
+    "transport",
+    "timeout",
+    "connect_timeout",
+    "ttl_ms",
+    "cache_scope",
+    "allowed_hosts",
+    "allowed_origins",
+    "forward_headers",
+}
+LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers"}
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; ``str()`` is one line naming the problem."""
+
+
+class RouteSpec(BaseModel):
+    """One route: a path of the gateway and the upstream MCP server behind it."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    path: str
+    upstream: str
+    version: str | None = None
+    transport: Literal["auto", "http", "sse"] = "auto"
+    timeout: float = Field(300.0, gt=0)
+    connect_timeout: float = Field(10.0, gt=0)
+    ttl_ms: int = Field(0, ge=0)
+    cache_scope: Literal["private", "public"] = "private"
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    # Inbound headers forwarded upstream besides the defaults (authorization, trace context).
+    forward_headers: list[str] = Field(default_factory=list)
+    # Headers sent upstream on every request of this route: header -> environment variable.
+    headers_from_env: dict[str, str] = Field(default_factory=dict)
+    # Headers sent upstream on every request of this route: header -> file holding the value.
+    headers_from_file: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL")
+        return value
+
+    @field_validator("forward_headers")
+    @classmethod
+    def _lower(cls, value: list[str]) -> list[str]:
+        return [name.strip().lower() for name in value if name.strip()]
+
+    @classmethod
+    def parse(cls, text: str) -> RouteSpec:
+        """``PATH=UPSTREAM[,key=value...]``, the `--route` syntax."""
+        path, sep, rest = text.partition("=")
+        if not sep or not path.startswith("/") or not rest:
+            raise SettingsError(
+                f"--route {text!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
+            )
+        upstream, *options = rest.split(",")
+        values: dict[str, Any] = {"path": path, "upstream": upstream}
+        for option in options:
+            key, eq, value = option.partition("=")
+            if not eq or key not in ROUTE_OPTIONS:
+                raise SettingsError(
+                    f"--route {text!r}: unknown option {option!r} "
+                    f"(known: {', '.join(sorted(ROUTE_OPTIONS))})"
+                )
+            values[key] = [v for v in value.split("|") if v] if key in LIST_OPTIONS else value
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise SettingsError(f"--route {text!r}: {describe(exc)}") from exc
+
+    def upstream_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The static upstream headers, read from the environment and files now."""
+        environ = os.environ if environ is None else environ
+        headers: dict[str, str] = {}
+        for header, variable in self.headers_from_env.items():
+            value = environ.get(variable)
+            if value is None:
+                raise SettingsError(
+                    f"route {self.path}: headers_from_env.{header}: "
+                    f"environment variable {variable} is not set"
+                )
+            headers[header] = value
+        for header, file in self.headers_from_file.items():
+            try:
+                headers[header] = Path(file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise SettingsError(
+                    f"route {self.path}: headers_from_file.{header}: cannot read {file}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+        return headers
+
+
+def _routes(value: Any) -> Any:
+    """Routes as the file, the environment or the flags give them."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list: {exc}") from exc
+        else:
+            value = [part.strip() for part in text.split(";") if part.strip()]
+    if isinstance(value, list | tuple):
+        return [RouteSpec.parse(item) if isinstance(item, str) else item for item in value]
+    return value
+
+
+# The parsed config file of the load in progress (see `load_settings`).
+_FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("gateway_file_data", default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The TOML file given by --config / GATEWAY_CONFIG: below the environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        data = _FILE_DATA.get() or {}
+        return data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get() or {})
+
+
+class Settings(BaseSettings):
+    """Everything `gateway serve` needs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", case_sensitive=False, validate_default=True
+    )
+
+    config: Path | None = None
+    listen: str = "127.0.0.1:8080"
+    routes: Annotated[list[RouteSpec], NoDecode] = Field(default_factory=list)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    session_idle_timeout: float = Field(3600.0, gt=0)
+    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    drain_timeout: float = Field(30.0, ge=0)
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _parse_routes(cls, value: Any) -> Any:
+        return _routes(value)
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        _host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:8080")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_paths(self) -> Settings:
+        seen: set[str] = set()
+        for route in self.routes:
+            if route.path in seen:
+                raise ValueError(f"two routes share the path {route.path}")
+            seen.add(route.path)
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]") or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A TOML config file: top-level settings and ``[[routes]]`` tables."""
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise SettingsError(f"config file {path}: not found") from exc
+    except OSError as exc:
+        raise SettingsError(f"config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path}: not valid TOML: {exc}") from exc
+    if "config" in data:
+        raise SettingsError(f"config file {path}: 'config' cannot be set inside a config file")
+    return data
+
+
+def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
+    """Settings from ``flags`` (the ones given; None means not given), the
+    environment and the config file.  Raises :class:`SettingsError`."""
+    given = {k: v for k, v in (flags or {}).items() if v is not None and v != []}
+    config = given.get("config") or os.environ.get(ENV_PREFIX + "CONFIG")
+    data = read_config_file(Path(config)) if config else {}
+    token = _FILE_DATA.set(data)
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        where = f" (config file {config})" if config else ""
+        raise SettingsError(f"invalid settings{where}: {describe(exc)}") from exc
+    except ValueError as exc:  # pydantic-settings' own errors (e.g. undecodable env values)
+        raise SettingsError(f"invalid settings: {_one_line(str(exc))}") from exc
+    finally:
+        _FILE_DATA.reset(token)
+
+
+def describe(exc: ValidationError) -> str:
+    """A validation error as one line: `key = value: what is wrong` for each problem."""
+    parts = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "settings"
+        message = error["msg"].removeprefix("Value error, ")
+        if message.startswith("--route "):
+            parts.append(message)
+        elif error["type"] == "extra_forbidden":
+            parts.append(f"{key}: unknown setting")
+        elif error["type"] == "missing":
+            parts.append(f"{key}: required")
+        else:
+            parts.append(f"{key} = {error['input']!r}: {message}")
+    return _one_line("; ".join(parts))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

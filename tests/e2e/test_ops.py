@@ -1,0 +1,319 @@
+"""Operating the gateway: /metrics, /readyz, JSON call logs, trace context and the
+SIGTERM drain, against a real `gateway serve` process in front of in-process fake
+upstreams (tests/e2e/fake_upstreams.py).  Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tests.e2e.fake_client import (
+    WAIT,
+    call_tool_legacy,
+    open_session,
+    post,
+    session_headers,
+    text_of,
+)
+from tests.e2e.fake_upstreams import FakeUpstream
+from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+CALL_FIELDS = {
+    "request_id",
+    "route",
+    "method",
+    "client_revision",
+    "upstream_revision",
+    "outcome",
+    "duration_ms",
+}
+
+
+class RecordingUpstream(FakeUpstream):
+    """An `ok` fake that remembers the headers of every request it got."""
+
+    def __init__(self, behaviour: str = "ok") -> None:
+        super().__init__(behaviour)
+        self.headers: list[dict[str, str]] = []
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        return await super()._handle(request)
+
+
+class HeldUpstream(FakeUpstream):
+    """`tools/call` answers (echo) only once the test sets ``released``."""
+
+    def __init__(self) -> None:
+        super().__init__("hang")
+
+    async def _call(
+        self, request: web.Request, id_: Any, params: dict[str, Any]
+    ) -> web.StreamResponse:
+        await self.released.wait()
+        text = str((params.get("arguments") or {}).get("text", ""))
+        result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
+        return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
+
+
+@contextlib.asynccontextmanager
+async def running(
+    *routes: str, tmp_path: Path, extra: tuple[str, ...] = ()
+) -> AsyncIterator[RunningGateway]:
+    """`gateway serve` as a subprocess, started and stopped off the event loop so the
+    in-process fake upstreams keep serving meanwhile."""
+    manager = gateway(*routes, tmp_path=tmp_path, extra=extra)
+    proc = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield proc
+    finally:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
+async def get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with http.get(url, timeout=aiohttp.ClientTimeout(total=WAIT)) as response:
+        return response.status, await response.text()
+
+
+def sample(metrics: str, name: str, **labels: str) -> float | None:
+    """The value of one sample of the Prometheus text exposition, or None."""
+    for line in metrics.splitlines():
+        match = re.match(r"^([a-zA-Z_:]+)(?:\{(.*)\})? (\S+)$", line)
+        if match is None or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return None
+
+
+async def wait_for_log(proc: RunningGateway, fragment: str, within: float = WAIT) -> None:
+    """Until the gateway's log contains ``fragment`` (bounded poll of a file another
+    process writes: there is nothing to await)."""
+    deadline = time.monotonic() + within
+    while fragment not in proc.log():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{fragment!r} not logged within {within}s:\n{proc.log()[-3000:]}")
+        await asyncio.sleep(0.02)
+
+
+async def test_metrics_count_calls_sessions_and_revisions(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    async with RecordingUpstream() as fake, running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw:
+        session = await open_session(http, gw.url(), "2025-03-26")
+        reply = await call_tool_legacy(
+            http, gw.url(), session, "echo", {"text": "hi"}, version="2025-03-26"
+        )
+        assert text_of(reply.result) == "echo: hi"
+        bad = await call_tool_legacy(
+            http, gw.url(), session, "nope", {}, id_=2, version="2025-03-26"
+        )
+        assert bad.status == 200
+        status, text = await get(http, gw.url("/metrics"))
+        assert status == 200
+        pair = {"route": "/mcp", "client_revision": "2025-03-26", "upstream_revision": "2025-06-18"}
+        assert sample(text, "gateway_requests_total", method="tools/call", outcome="value", **pair)
+        calls = sample(text, "gateway_request_duration_seconds_count", **pair)
+        assert calls is not None and calls >= 2
+        assert sample(text, "gateway_sessions", route="/mcp") == 1
+        assert sample(text, "gateway_parked_calls", route="/mcp") == 0
+        assert sample(
+            text,
+            "gateway_upstream_info",
+            route="/mcp",
+            upstream_revision="2025-06-18",
+            transport="http",
+        )
+        assert sample(text, "gateway_build_info") == 1
+        assert "# TYPE gateway_request_duration_seconds histogram" in text
+
+
+async def test_errors_are_counted_by_outcome(http: aiohttp.ClientSession, tmp_path: Path) -> None:
+    async with (
+        FakeUpstream("html500") as fake,
+        running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw,
+    ):
+        session = await open_session(http, gw.url())
+        await call_tool_legacy(http, gw.url(), session, "echo", {"text": "x"})
+        _, text = await get(http, gw.url("/metrics"))
+        errors = [
+            line
+            for line in text.splitlines()
+            if line.startswith("gateway_request_errors_total{") and 'method="tools/call"' in line
+        ]
+        assert errors and 'outcome="upstream_protocol"' in errors[0], text
+
+
+async def test_readyz_follows_the_upstream(http: aiohttp.ClientSession, tmp_path: Path) -> None:
+    fake = RecordingUpstream()
+    await fake.start()
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    try:
+        async with running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw:
+            status, text = await get(http, gw.url("/readyz"))
+            body = json.loads(text)
+            assert status == 200 and body["ready"] is True, text
+            assert body["routes"]["/mcp"]["upstream_revision"] == "2025-06-18"
+            assert body["routes"]["/mcp"]["transport"] == "http"
+            status, text = await get(http, gw.url("/healthz"))
+            assert status == 200
+            await fake.stop()  # the upstream goes away: not ready any more (still healthy)
+            status, text = await get(http, gw.url("/readyz"))
+            assert status == 503 and json.loads(text)["routes"]["/mcp"]["ready"] is False
+            assert (await get(http, gw.url("/healthz")))[0] == 200
+        async with running(
+            f"/mcp={fake.url}", f"/dead={dead},connect_timeout=1", tmp_path=tmp_path
+        ) as gw:
+            status, text = await get(http, gw.url("/readyz"))
+            body = json.loads(text)
+            assert status == 503 and body["ready"] is False
+            assert body["routes"]["/dead"]["ready"] is False and body["routes"]["/dead"]["error"]
+    finally:
+        await fake.stop()
+
+
+async def test_every_log_line_is_json_with_the_call_fields(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    async with RecordingUpstream() as fake:
+        async with running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw:
+            session = await open_session(http, gw.url())
+            headers = {"traceparent": TRACEPARENT, "X-Request-Id": "req-42"}
+            body = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "traced"}},
+            }
+            reply = await post(http, gw.url(), body, {**session_headers(session), **headers})
+            assert text_of(reply.result) == "echo: traced"
+            assert reply.headers["X-Request-Id"] == "req-42"
+            await post(http, gw.url(), b"", raw=b"{not json")  # a refused request logs too
+        log = gw.log()
+    lines = [line for line in log.splitlines() if line.strip()]
+    assert lines
+    records = []
+    for line in lines:
+        record = json.loads(line)  # every line, the gateway's and the libraries'
+        assert isinstance(record, dict) and "event" in record and "level" in record, line
+        records.append(record)
+    calls = [r for r in records if r["event"] == "call"]
+    assert calls, log
+    for record in calls:
+        assert set(record) >= CALL_FIELDS, record
+        assert record["route"] == "/mcp" and record["upstream_revision"] == "2025-06-18"
+    traced = next(r for r in calls if r["method"] == "tools/call")
+    assert traced["request_id"] == "req-42" and traced["outcome"] == "value"
+    assert traced["client_revision"] == "2025-11-25"
+    assert traced["trace_id"] == TRACEPARENT.split("-")[1]
+    assert isinstance(traced["duration_ms"], int | float)
+    # The trace context reached the upstream with the call.
+    called = [h for h in fake.headers if h.get("traceparent") == TRACEPARENT]
+    assert called, fake.headers
+
+
+async def test_sigterm_drains_the_call_in_flight(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    drain = 15.0
+    async with (
+        HeldUpstream() as fake,
+        running(f"/mcp={fake.url}", tmp_path=tmp_path, extra=("--drain-timeout", str(drain))) as gw,
+    ):
+        session = await open_session(http, gw.url())
+        call = asyncio.create_task(
+            call_tool_legacy(http, gw.url(), session, "echo", {"text": "late"}, within=WAIT * 2)
+        )
+        await asyncio.wait_for(fake.call_started.wait(), WAIT)
+        signalled = time.monotonic()
+        gw.process.send_signal(signal.SIGTERM)
+        await wait_for_log(gw, '"event": "draining"')
+        # Draining: no new connections, the call still running.
+        port = int(gw.base.rsplit(":", 1)[1])
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
+        assert not call.done() and gw.process.poll() is None
+        fake.released.set()
+        reply = await asyncio.wait_for(call, WAIT)
+        assert text_of(reply.result) == "echo: late"
+        code = await asyncio.to_thread(gw.process.wait, WAIT)
+        assert code == 0, gw.log()[-3000:]
+        assert time.monotonic() - signalled < drain
+        # The upstream session was ended (DELETE) on the way out.
+        assert fake.sessions == set()
+        assert '"event": "drained"' in gw.log()
+
+
+async def test_the_drain_deadline_bounds_the_shutdown(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    async with (
+        HeldUpstream() as fake,
+        running(f"/mcp={fake.url}", tmp_path=tmp_path, extra=("--drain-timeout", "0.5")) as gw,
+    ):
+        session = await open_session(http, gw.url())
+        call = asyncio.create_task(
+            call_tool_legacy(http, gw.url(), session, "echo", {"text": "never"})
+        )
+        await asyncio.wait_for(fake.call_started.wait(), WAIT)
+        signalled = time.monotonic()
+        gw.process.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(gw.process.wait, WAIT)
+        assert code == 0, gw.log()[-3000:]
+        assert time.monotonic() - signalled < 0.5 + 5
+        assert "drain deadline passed" in gw.log()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(call, WAIT)  # cut off: whatever the client saw, it ended
+        assert call.done()
+
+
+async def test_upstream_headers_from_env_and_extra_forwarded_headers(
+    http: aiohttp.ClientSession, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("OPS_TEST_UPSTREAM_TOKEN", "Bearer upstream-secret")
+    async with RecordingUpstream() as fake:
+        config = tmp_path / "gateway.toml"
+        config.write_text(
+            f"""
+[[routes]]
+path = "/mcp"
+upstream = "{fake.url}"
+forward_headers = ["X-Tenant"]
+headers_from_env = {{ Authorization = "OPS_TEST_UPSTREAM_TOKEN" }}
+"""
+        )
+        async with running(tmp_path=tmp_path, extra=("--config", str(config))) as gw:
+            session = await open_session(http, gw.url())
+            headers = {
+                **session_headers(session),
+                "Authorization": "Bearer client-token",
+                "X-Tenant": "acme",
+                "X-Not-Forwarded": "1",
+            }
+            body = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "auth"}},
+            }
+            reply = await post(http, gw.url(), body, headers)
+            assert text_of(reply.result) == "echo: auth"
+    assert fake.headers
+    # Every upstream request carries the configured secret, never the client's token.
+    assert all(h.get("authorization") == "Bearer upstream-secret" for h in fake.headers)
+    call = next(h for h in fake.headers if h.get("x-tenant"))
+    assert call["x-tenant"] == "acme" and "x-not-forwarded" not in call
+    assert "upstream-secret" not in gw.log()
