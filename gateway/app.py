@@ -23,9 +23,10 @@ from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace
 from gateway.protocol import AdapterSet
 from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings
 from gateway.transport.guard import OriginGuard
-from gateway.transport.http import Endpoint, Route
+from gateway.transport.http import Endpoint
+from gateway.transport.route import Route
 from gateway.transport.sessions import SessionStore
-from gateway.upstream.link import UpstreamLink, UpstreamSettings
+from gateway.upstream.link import UpstreamLink
 
 __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
@@ -130,13 +131,7 @@ class Gateway:
                     f"route {spec.path}: unknown revision {spec.version} "
                     f"(known: {', '.join(self.adapters.versions)})"
                 )
-            settings = UpstreamSettings(
-                url=spec.upstream,
-                transport=spec.transport,
-                version=spec.version,
-                request_timeout=spec.timeout,
-                connect_timeout=spec.connect_timeout,
-            )
+            settings = spec.upstream_settings()
             static = {name.lower() for name in spec.headers_from_env} | {
                 name.lower() for name in spec.headers_from_file
             }

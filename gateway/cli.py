@@ -14,11 +14,13 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import aiohttp
 import typer
+from pydantic import ValidationError
 
 from gateway import __version__
 from gateway.app import Gateway
@@ -28,11 +30,17 @@ from gateway.protocol import AdapterSet
 from gateway.settings import (
     LOG_FORMATS,
     LOG_LEVELS,
+    STDIO_PREFIX,
     TRANSPORTS,
+    RouteSpec,
     Settings,
     SettingsError,
+    describe,
     load_settings,
 )
+from gateway.transport.guard import OriginGuard
+from gateway.transport.route import Route
+from gateway.transport.stdio import run_stdio
 from gateway.upstream.link import UpstreamLink, UpstreamSettings, Verdict
 
 app = typer.Typer(
@@ -193,21 +201,17 @@ def probe(
     ] = None,
 ) -> None:
     """Probe an upstream MCP server: its era, revision, transport, identity and what it offers."""
-    if not upstream.startswith(("http://", "https://")):
-        raise _fail(f"UPSTREAM {upstream!r}: must be an http(s):// URL")
     transport = _choice("--transport", transport, TRANSPORTS) or "auto"
     adapters = AdapterSet.default()
     try:
+        spec = _upstream_spec(upstream, version, transport, timeout)
         _check_version(version, "--version", adapters)
         headers = _env_headers(header or [])
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     configure_logging("warning", "console")
-    settings = UpstreamSettings(
-        url=upstream,
-        transport=transport,
-        version=version,
-        request_timeout=timeout,
+    settings = replace(
+        spec.upstream_settings(),
         connect_timeout=min(timeout, 10.0),
         probe_timeout=min(timeout, 10.0),
     )
@@ -221,6 +225,84 @@ def probe(
         typer.echo(json.dumps(report, indent=2))
     else:
         typer.echo(_human(report))
+
+
+def _upstream_spec(upstream: str, version: str | None, transport: str, timeout: float) -> RouteSpec:
+    """An UPSTREAM argument (http(s) URL or stdio:COMMAND) checked like a route's."""
+    values: dict[str, Any] = {"path": "/", "upstream": upstream, "timeout": timeout}
+    if version is not None:
+        values["version"] = version
+    if not upstream.startswith(STDIO_PREFIX):
+        values["transport"] = transport
+    try:
+        return RouteSpec.model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError(f"UPSTREAM {upstream!r}: {describe(exc)}") from None
+
+
+@app.command()
+def stdio(
+    upstream: Annotated[
+        str,
+        typer.Option(
+            "--upstream",
+            metavar="UPSTREAM",
+            help="The server to front: an http(s):// URL or stdio:COMMAND.",
+        ),
+    ],
+    version: Annotated[
+        str | None,
+        typer.Option("--version", metavar="REV", help="Pin the upstream's revision."),
+    ] = None,
+    transport: Annotated[
+        str, typer.Option(metavar="TRANSPORT", help="auto, http (Streamable HTTP) or sse.")
+    ] = "auto",
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Per-call upstream timeout.", min=0.001)
+    ] = 300.0,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            metavar="NAME=ENV_VAR",
+            help="Send header NAME (e.g. Authorization) upstream with the value of ENV_VAR.",
+        ),
+    ] = None,
+) -> None:
+    """Serve one local stdio MCP client, of any revision, in front of an upstream of any other.
+
+    stdin/stdout carry the client's JSON-RPC; logs go to stderr.
+    """
+    transport = _choice("--transport", transport, TRANSPORTS) or "auto"
+    adapters = AdapterSet.default()
+    try:
+        spec = _upstream_spec(upstream, version, transport, timeout)
+        _check_version(version, "--version", adapters)
+        headers = {k.lower(): v for k, v in _env_headers(header or []).items()}
+        level = _choice("--log-level", log_level, LOG_LEVELS) or "warning"
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    configure_logging(level, "json", sys.stderr)
+    asyncio.run(_serve_stdio(spec, adapters, headers))
+
+
+async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str, str]) -> None:
+    async with aiohttp.ClientSession() as http:
+        link = UpstreamLink(spec.upstream_settings(), adapters, http)
+        route = Route(
+            path=spec.path,
+            link=link,
+            adapters=adapters,
+            guard=OriginGuard(loopback_only=True),
+            forward_headers=tuple(headers) or ("authorization",),
+        )
+        try:
+            await run_stdio(route, headers=headers)
+        finally:
+            await route.forwarder.close()
+            await link.close()
 
 
 def _env_headers(specs: list[str]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from gateway import __version__
 from gateway.core import Operation
 
 if TYPE_CHECKING:
-    from gateway.transport.http import Route
+    from gateway.transport.route import Route
 
 METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Outcomes that are not errors: a result, or a request for more input.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -36,6 +37,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from gateway.upstream.link import UpstreamSettings
+
 ENV_PREFIX = "GATEWAY_"
 TRANSPORTS = ("auto", "http", "sse")
 CACHE_SCOPES = ("private", "public")
@@ -57,6 +60,9 @@ ROUTE_OPTIONS = {
 LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers"}
 
 
+STDIO_PREFIX = "stdio:"
+
+
 class SettingsError(ValueError):
     """Settings that cannot be used; ``str()`` is one line naming the problem."""
 
@@ -69,8 +75,11 @@ class RouteSpec(BaseModel):
     path: str
     upstream: str
     version: str | None = None
-    transport: Literal["auto", "http", "sse"] = "auto"
+    transport: Literal["auto", "http", "sse", "stdio"] = "auto"
     timeout: float = Field(300.0, gt=0)
+    # stdio upstreams: extra environment for the command, and its working directory.
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
     connect_timeout: float = Field(10.0, gt=0)
     ttl_ms: int = Field(0, ge=0)
     cache_scope: Literal["private", "public"] = "private"
@@ -93,9 +102,35 @@ class RouteSpec(BaseModel):
     @field_validator("upstream")
     @classmethod
     def _upstream(cls, value: str) -> str:
+        if value.startswith(STDIO_PREFIX):
+            if not shlex.split(value[len(STDIO_PREFIX) :]):
+                raise ValueError("stdio: needs a command, e.g. stdio:'npx -y some-server /data'")
+            return value
         if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s):// URL")
+            raise ValueError("must be an http(s):// URL or stdio:COMMAND")
         return value
+
+    @property
+    def command(self) -> list[str] | None:
+        """The argv of a stdio upstream (``stdio:COMMAND``), else None."""
+        if not self.upstream.startswith(STDIO_PREFIX):
+            return None
+        return shlex.split(self.upstream[len(STDIO_PREFIX) :])
+
+    def upstream_settings(self) -> UpstreamSettings:
+        """What the upstream link needs to reach this route's server."""
+        command = self.command
+        return UpstreamSettings(
+            url=self.upstream if command is None else "",
+            transport="stdio" if command is not None else self.transport,
+            version=self.version,
+            request_timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+            command=command,
+            env=dict(self.env) or None,
+            cwd=self.cwd,
+            route=self.path,
+        )
 
     @field_validator("forward_headers")
     @classmethod

@@ -16,6 +16,8 @@ upstream's revision.  Asks cross eras here:
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -39,6 +41,24 @@ from gateway.core import (
 
 # Rounds of input_required a pushed-ask client is walked through before giving up.
 MAX_ASK_ROUNDS = 8
+# How long a parked call (and its sealed requestState) lives, in seconds; overridable
+# through the environment until there is a proper setting for it.
+PARK_TTL_ENV = "GATEWAY_PARK_TTL"
+DEFAULT_PARK_TTL = 600.0
+
+
+def park_ttl() -> float:
+    """The parking TTL: GATEWAY_PARK_TTL when set (positive seconds), else 600."""
+    raw = os.environ.get(PARK_TTL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PARK_TTL
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = math.nan
+    if not (math.isfinite(ttl) and ttl > 0):
+        raise ValueError(f"{PARK_TTL_ENV} must be a positive number of seconds, not {raw!r}")
+    return ttl
 
 
 class Upstream(Protocol):
@@ -63,7 +83,7 @@ class Forwarder:
     ) -> None:
         self.upstream = upstream
         self.stateless_versions = stateless_versions
-        self.sealer = sealer or StateSealer()
+        self.sealer = sealer or StateSealer(ttl=park_ttl())
         self.parking = parking or ParkingTable(ttl=self.sealer.ttl)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:

@@ -107,6 +107,11 @@ class ParkingTable:
         parked = self._calls.pop(call_id, None)
         if parked is None:
             return
+        if parked._expiry is not None:
+            # Released early (table full, or closing): its deadline must not linger
+            # in the loop for the rest of the TTL.
+            parked._expiry.cancel()
+            parked._expiry = None
         parked.refuse_all()
         task = asyncio.get_running_loop().create_task(self._reap(parked))
         self._reaping.add(task)

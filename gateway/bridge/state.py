@@ -62,6 +62,8 @@ class StateSealer:
     def open(self, token: str, call: Call, route: str, principal: str) -> dict[str, Any]:
         """The claims of a valid token for this call; raises Failure otherwise."""
         try:
+            if not self.is_ours(token):
+                raise ValueError("not a gateway state")
             body, tag = token[len(PREFIX) :].split(".")
             payload = _unb64(body)
             expected = hmac.new(self.key, payload, hashlib.sha256).digest()

@@ -9,21 +9,16 @@ answer.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
 import structlog
 from aiohttp import web
 
-from gateway.bridge.forwarder import Forwarder
 from gateway.core import (
-    Answer,
-    Ask,
     Call,
     ClientReply,
     DecodeFailure,
@@ -36,11 +31,19 @@ from gateway.core import (
     Preamble,
     ServerProfile,
 )
-from gateway.protocol import Adapter, AdapterSet
-from gateway.protocol.models import LOG_LEVELS
-from gateway.transport.guard import OriginGuard
-from gateway.transport.sessions import Session, SessionStore
-from gateway.upstream.link import UpstreamLink
+from gateway.protocol import Adapter
+from gateway.transport.common import (
+    first_id,
+    is_initialize,
+    observe,
+    principal_of,
+    push_asker,
+    reporter,
+    too_large,
+    wanted,
+)
+from gateway.transport.route import Route
+from gateway.transport.sessions import Session
 from gateway.upstream.sse import encode_event
 
 log = structlog.get_logger(__name__)
@@ -48,42 +51,6 @@ log = structlog.get_logger(__name__)
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 SESSION_QUERY = "sessionId"
-
-# Called once per finished call, for logs and metrics.
-CallObserver = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class Route:
-    """One path of the gateway and the upstream behind it."""
-
-    path: str
-    link: UpstreamLink
-    adapters: AdapterSet
-    guard: OriginGuard
-    forward_headers: tuple[str, ...] = ("authorization", "traceparent", "tracestate", "baggage")
-    max_body: int = 4 * 1024 * 1024
-    cache_ttl_ms: int = 0
-    cache_scope: str = "private"
-    ask_timeout: float = 300.0
-    sessions: SessionStore = field(default_factory=SessionStore)
-    observers: list[CallObserver] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.forwarder = Forwarder(
-            self.link, stateless_versions=[a.version for a in self.adapters.stateless]
-        )
-
-    def parked_count(self) -> int:
-        return self.forwarder.parked_count
-
-
-def _principal(headers: dict[str, str]) -> str:
-    """A digest of the caller's credentials: binds state without keeping secrets."""
-    credentials = headers.get("authorization")
-    if not credentials:
-        return "anonymous"
-    return hashlib.sha256(credentials.encode()).hexdigest()[:32]
 
 
 class Responder:
@@ -131,20 +98,7 @@ class Endpoint:
     # ------------------------------------------------------------ helpers
 
     def _reporter(self, preamble: Preamble) -> Adapter:
-        """The adapter to word a failure in when no adapter could be picked."""
-        body = preamble.body if isinstance(preamble.body, dict) else {}
-        params = body.get("params") if isinstance(body.get("params"), dict) else {}
-        if (
-            isinstance(params, dict)
-            and isinstance(params.get("_meta"), dict)
-            and self.adapters.stateless
-        ):
-            return self.adapters.stateless[0]
-        if preamble.session is not None:
-            adapter = self.adapters.by_version.get(preamble.session.protocol_version)
-            if adapter is not None:
-                return adapter
-        return self.adapters.default_legacy
+        return reporter(self.adapters, preamble)
 
     def _refuse(
         self,
@@ -199,13 +153,13 @@ class Endpoint:
         if refused is not None:
             return self._refuse(self._reporter(preamble), refused)
         if request.content_length is not None and request.content_length > self.route.max_body:
-            return self._refuse(self._reporter(preamble), _too_large(self.route.max_body))
+            return self._refuse(self._reporter(preamble), too_large(self.route.max_body))
         try:
             raw = await _read_body(request, self.route.max_body + 1)
         except (ConnectionError, asyncio.IncompleteReadError):
             return web.Response(status=400)
         if len(raw) > self.route.max_body:
-            return self._refuse(self._reporter(preamble), _too_large(self.route.max_body))
+            return self._refuse(self._reporter(preamble), too_large(self.route.max_body))
         try:
             preamble.body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -216,32 +170,32 @@ class Endpoint:
 
         if session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
-            return self._refuse(self._reporter(preamble), failure, _first_id(preamble.body))
+            return self._refuse(self._reporter(preamble), failure, first_id(preamble.body))
         selected = self.adapters.select(preamble)
         if isinstance(selected, Failure):
-            return self._refuse(self._reporter(preamble), selected, _first_id(preamble.body))
+            return self._refuse(self._reporter(preamble), selected, first_id(preamble.body))
         adapter = selected
         refusal = adapter.check_http(preamble)
         if refusal is not None:
-            return self._refuse(adapter, refusal, _first_id(preamble.body))
+            return self._refuse(adapter, refusal, first_id(preamble.body))
         if (
             adapter.has_handshake
             and session is None
             and adapter.session_header
-            and not _is_initialize(preamble.body)
+            and not is_initialize(preamble.body)
         ):
             failure = Failure(
                 FailureKind.SESSION_REQUIRED, "Bad Request: missing Mcp-Session-Id header"
             )
-            return self._refuse(adapter, failure, _first_id(preamble.body))
+            return self._refuse(adapter, failure, first_id(preamble.body))
         if (
             session is not None
             and session.view.protocol_version != adapter.version
             and adapter.has_handshake
-        ) and not _is_initialize(preamble.body):
+        ) and not is_initialize(preamble.body):
             adapter = self.adapters.by_version.get(session.view.protocol_version, adapter)
 
-        principal = session.principal if session is not None else _principal(headers)
+        principal = session.principal if session is not None else principal_of(headers)
         forwarded = self._forwarded(headers)
         items = adapter.decode(preamble)
         try:
@@ -418,34 +372,15 @@ class Endpoint:
                 session.deliver(message)
 
         async def emit(event: Event) -> None:
-            if not _wanted(event, call, session):
+            if not wanted(event, call, session.view if session else None):
                 return
             message = adapter.encode_event(event)
             if message is not None:
                 await send(message)
 
         asker = None
-        if (
-            session is not None
-            and adapter.pushable_asks
-            and (responder is not None or session.stream_open)
-        ):
-
-            async def asker(ask: Ask) -> Answer | None:
-                message = adapter.encode_ask(ask, session.next_request_id())
-                if message is None or not ask.allowed_by(session.view.capabilities):
-                    return None  # not something this client can be asked
-                request_id = message["id"]
-                future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-                session.pending[request_id] = future
-                await send(message)
-                try:
-                    return await asyncio.wait_for(future, self.route.ask_timeout)
-                except (TimeoutError, asyncio.CancelledError):
-                    session.pending.pop(request_id, None)
-                    if not future.cancelled():
-                        raise
-                    return Answer.refusal(ask.kind)
+        if session is not None and (responder is not None or session.stream_open):
+            asker = push_asker(adapter, session, send, self.route.ask_timeout)
 
         return Exchange(
             call=call,
@@ -461,21 +396,9 @@ class Endpoint:
         )
 
     def _observe(self, call: Call, adapter: Adapter, outcome: Outcome, started: float) -> None:
-        if not self.route.observers:
-            return
         verdict = self.route.link.verdict
-        record = {
-            "route": self.route.path,
-            "method": call.method,
-            "client_revision": adapter.version,
-            "upstream_revision": verdict.adapter.version if verdict else None,
-            "outcome": outcome.kind.value
-            if isinstance(outcome, Failure)
-            else type(outcome).__name__.lower(),
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-        }
-        for observer in self.route.observers:
-            observer(record)
+        upstream = verdict.adapter.version if verdict else None
+        observe(self.route.observers, self.route.path, upstream, call, adapter, outcome, started)
 
     # ---------------------------------------------------------------- GET
 
@@ -519,7 +442,7 @@ class Endpoint:
         sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
         if not sse_capable:
             return web.Response(status=405, headers={"Allow": "POST"})
-        session = self.route.sessions.create(sse_capable[-1].version, _principal(headers))
+        session = self.route.sessions.create(sse_capable[-1].version, principal_of(headers))
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
@@ -577,33 +500,6 @@ class Endpoint:
         self.route.sessions.close_all()
 
 
-def _wanted(event: Event, call: Call, session: Session | None) -> bool:
-    """Progress for this call's token; logs only at or above the level asked for."""
-    if event.method == "notifications/progress":
-        return call.progress_token is not None and event.progress_token == call.progress_token
-    if event.method == "notifications/message":
-        level = session.view.log_level if session is not None else call.client.log_level
-        if level is None:
-            # Stateless clients opt in per request; session clients hear what the server sends.
-            return session is not None
-        wanted = event.params.get("level")
-        return wanted in LOG_LEVELS and LOG_LEVELS.index(str(wanted)) >= LOG_LEVELS.index(level)
-    return True
-
-
-def _first_id(body: Any) -> Any:
-    first = body[0] if isinstance(body, list) and body else body
-    if isinstance(first, dict):
-        value = first.get("id")
-        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-    return None
-
-
-def _is_initialize(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("method") == "initialize"
-
-
 async def _read_body(request: web.Request, limit: int) -> bytes:
     """The body, up to ``limit`` bytes (one `read(n)` returns only what has arrived)."""
     buf = bytearray()
@@ -613,7 +509,3 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
             break
         buf += chunk
     return bytes(buf)
-
-
-def _too_large(limit: int) -> Failure:
-    return Failure(FailureKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {limit} bytes")

@@ -65,6 +65,12 @@ class Exchange:
 class Carrier(ABC):
     """One upstream endpoint; safe to use from many tasks at once."""
 
+    # Whether closing a request's exchange tells the upstream to stop (a POST's
+    # own response stream); on a shared channel a notice must be sent instead.
+    cancels_by_close: bool = True
+    # Whether the channel is a session of its own, which a new one replaces.
+    is_session: bool = False
+
     @abstractmethod
     async def start(self) -> None:
         """Open what must be open before the first message (HTTP+SSE stream, child)."""

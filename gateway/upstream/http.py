@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -20,6 +19,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.demux import DropOldestQueue, route_message
+from gateway.upstream.demux import is_id as _is_id
+from gateway.upstream.demux import is_response as _is_response
 from gateway.upstream.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,6 @@ _SEND_OK = frozenset({200, 202, 204})
 # --------------------------------------------------------------------------- helpers
 
 
-def _is_response(message: Message) -> bool:
-    return (
-        "id" in message and "method" not in message and ("result" in message or "error" in message)
-    )
-
-
 def _answers(message: Message, request_id: Any) -> bool:
     """Whether ``message`` is the response to ``request_id``.
 
@@ -48,10 +44,6 @@ def _answers(message: Message, request_id: Any) -> bool:
     with ``"id": null``, and on a per-request stream that error is ours.
     """
     return _is_response(message) and (message["id"] == request_id or message["id"] is None)
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def _headers(*layers: Mapping[str, str] | None, **fixed: str) -> CIMultiDict[str]:
@@ -426,58 +418,6 @@ class StreamableHttpCarrier(Carrier):
 # --------------------------------------------------------------------------- HTTP+SSE (legacy)
 
 
-class _DropOldestQueue:
-    """A queue whose producer never waits: when full, the oldest item is dropped.
-
-    The HTTP+SSE reader must never block (it would stall every request), and
-    an unread queue must not grow without end.  ``close`` lets the consumer
-    drain what is queued, then end (or raise ``error``).
-    """
-
-    def __init__(self, maxsize: int, what: str) -> None:
-        self._items: deque[Message] = deque()
-        self._maxsize = maxsize
-        self._what = what
-        self._ready = asyncio.Event()
-        self._closed = False
-        self._error: CarrierError | None = None
-        self.dropped = 0
-
-    def put(self, item: Message) -> None:
-        if self._closed:
-            return
-        if len(self._items) >= self._maxsize:
-            self._items.popleft()
-            self.dropped += 1
-            # Warn on the first drop and then sparingly: a flood must not flood the log too.
-            if self.dropped == 1 or self.dropped % 1000 == 0:
-                log.warning(
-                    "%s is full (%d messages): dropped the oldest (%d so far)",
-                    self._what,
-                    self._maxsize,
-                    self.dropped,
-                )
-        self._items.append(item)
-        self._ready.set()
-
-    def close(self, error: CarrierError | None = None) -> None:
-        if not self._closed:
-            self._closed = True
-            self._error = error
-            self._ready.set()
-
-    async def get(self) -> Message | None:
-        """The next item; None once closed and drained (or the close error)."""
-        while not self._items:
-            if self._closed:
-                if self._error is not None:
-                    raise self._error
-                return None
-            self._ready.clear()
-            await self._ready.wait()
-        return self._items.popleft()
-
-
 class _LegacyConnection:
     """One HTTP+SSE stream and everything scoped to it (its session lives and dies with it)."""
 
@@ -485,8 +425,8 @@ class _LegacyConnection:
         self.resp = resp
         self.endpoint: URL | None = None
         self.endpoint_ready: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
-        self.waiters: dict[str | int, _DropOldestQueue] = {}
-        self.unsolicited = _DropOldestQueue(max_queued, "HTTP+SSE unsolicited queue")
+        self.waiters: dict[str | int, DropOldestQueue] = {}
+        self.unsolicited = DropOldestQueue(max_queued, "HTTP+SSE unsolicited queue", log)
         self.task: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -539,6 +479,9 @@ class LegacySseCarrier(Carrier):
     ``read_timeout`` bounds a POST's answer; ``idle_timeout`` bounds silence
     on the stream (None: no bound).
     """
+
+    cancels_by_close = False
+    is_session = True
 
     def __init__(
         self,
@@ -686,19 +629,7 @@ class LegacySseCarrier(Carrier):
 
     @staticmethod
     def _route(conn: _LegacyConnection, message: Message) -> None:
-        if _is_response(message):
-            key = message["id"]
-            queue = conn.waiters.pop(key, None) if _is_id(key) else None
-            if queue is None:
-                log.info("dropping an HTTP+SSE response to no request in flight: id=%r", key)
-                return
-            queue.put(message)
-            queue.close()  # the response ends its exchange
-            return
-        if len(conn.waiters) == 1:
-            next(iter(conn.waiters.values())).put(message)
-        else:
-            conn.unsolicited.put(message)
+        route_message(conn.waiters, conn.unsolicited, message, log, "HTTP+SSE")
 
     def _open_conn(self) -> _LegacyConnection:
         conn = self._conn
@@ -739,7 +670,7 @@ class LegacySseCarrier(Carrier):
         if request_id in conn.waiters:
             raise CarrierError(f"a request with id {request_id!r} is already in flight")
         # Registered before the POST: the answer may overtake the POST's own reply.
-        queue = _DropOldestQueue(self._max_queued, f"HTTP+SSE request {request_id!r}")
+        queue = DropOldestQueue(self._max_queued, f"HTTP+SSE request {request_id!r}", log)
         conn.waiters[request_id] = queue
 
         def forget() -> None:

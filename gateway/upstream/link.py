@@ -37,6 +37,7 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.carrier import Carrier, CarrierError
 from gateway.upstream.carrier import Exchange as CarrierExchange
 from gateway.upstream.http import LegacySseCarrier, StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.stdio import StdioCarrier
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +56,12 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
 @dataclass
 class UpstreamSettings:
     url: str
-    transport: str = "auto"  # auto | http (Streamable HTTP) | sse (HTTP+SSE)
+    transport: str = "auto"  # auto | http (Streamable HTTP) | sse (HTTP+SSE) | stdio
+    # stdio: the command to spawn, its extra environment and working directory.
+    command: list[str] | None = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = 10.0
     request_timeout: float = 300.0
@@ -116,6 +122,14 @@ class UpstreamLink:
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.request_timeout,
         )
+        # The carrier modern requests and the probe go through.
+        self._primary: Carrier = self._streamable
+        if settings.transport == "stdio":
+            if not settings.command:
+                raise ValueError("a stdio upstream needs a command")
+            self._primary = StdioCarrier(
+                settings.command, env=settings.env, cwd=settings.cwd, route=settings.route
+            )
         self._verdict: Verdict | None = None
         self._probe_lock = asyncio.Lock()
         self._sessions: dict[str, LegacySession] = {}
@@ -170,6 +184,8 @@ class UpstreamLink:
                 return await self._discover(adapter, headers)
             return await self._legacy_verdict(principal, headers, adapter)
         if self.settings.transport != "sse":
+            if self.settings.transport == "stdio":
+                await self._start(self._primary)
             for modern in self.adapters.stateless:
                 verdict = await self._try_modern(modern, headers)
                 if verdict is not None:
@@ -179,31 +195,39 @@ class UpstreamLink:
     async def _discover(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict:
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
         response = await self._roundtrip(
-            self._streamable, message, {**headers, **adapter.client_headers(None, None, message)}
+            self._primary, message, {**headers, **adapter.client_headers(None, None, message)}
         )
         if "result" not in response:
             failure = adapter.client_read_failure(response.get("error"))
             raise Failure(
                 FailureKind.UPSTREAM_PROTOCOL, f"server/discover failed: {failure.message}"
             )
-        return Verdict(adapter, "http", adapter.client_read_profile(response["result"]))
+        transport = "stdio" if self.settings.transport == "stdio" else "http"
+        return Verdict(adapter, transport, adapter.client_read_profile(response["result"]))
 
     async def _try_modern(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict | None:
         """A modern request first; a recognised modern answer means a modern server."""
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
+        transport = "stdio" if self.settings.transport == "stdio" else "http"
         try:
-            response = await self._roundtrip(
-                self._streamable,
-                message,
-                {**headers, **adapter.client_headers(None, None, message)},
-                probe=True,
-            )
+            # Legacy stdio servers may never answer a method they do not know.
+            async with asyncio.timeout(self.settings.probe_timeout):
+                response = await self._roundtrip(
+                    self._primary,
+                    message,
+                    {**headers, **adapter.client_headers(None, None, message)},
+                    probe=True,
+                )
+        except TimeoutError:
+            if transport == "stdio":
+                return None  # no answer in time: legacy, as the stdio fallback rule says
+            raise carrier_failure(CarrierError("the probe timed out", timeout=True)) from None
         except CarrierError as exc:
             if exc.status is None:
                 raise carrier_failure(exc) from exc
             return None  # a 4xx without a modern error body: a legacy server
         if "result" in response and isinstance(response["result"], dict):
-            return Verdict(adapter, "http", adapter.client_read_profile(response["result"]))
+            return Verdict(adapter, transport, adapter.client_read_profile(response["result"]))
         error = response.get("error")
         code = error.get("code") if isinstance(error, dict) else None
         if code not in MODERN_PROBE_CODES:
@@ -220,6 +244,13 @@ class UpstreamLink:
         self, principal: str, headers: Mapping[str, str], pinned: Adapter | None
     ) -> Verdict:
         transport = self.settings.transport
+        if transport == "stdio":
+            try:
+                session = await self._open_session("stdio", headers, pinned)
+            except CarrierError as exc:
+                raise carrier_failure(exc) from exc
+            self._sessions[self._session_key(principal)] = session
+            return Verdict(session.adapter, "stdio", session.profile)
         if transport in ("auto", "http"):
             try:
                 session = await self._open_session("http", headers, pinned)
@@ -263,6 +294,9 @@ class UpstreamLink:
                 read_timeout=self.settings.request_timeout,
             )
             await carrier.start()
+        elif transport == "stdio":
+            carrier = self._primary
+            await self._start(carrier)
         else:
             carrier = self._streamable
         message = offer.client_opening(
@@ -361,9 +395,21 @@ class UpstreamLink:
         if owner is not None and event.method == "notifications/message":
             await owner[1].emit(event)
 
+    def _session_key(self, principal: str) -> str:
+        """One stdio process holds one session: every caller shares it (single tenant)."""
+        return "stdio" if self.settings.transport == "stdio" else principal
+
+    async def _start(self, carrier: Carrier) -> None:
+        """Start (or, after a crash, restart) a carrier that is a process of its own."""
+        try:
+            await carrier.start()
+        except CarrierError as exc:
+            raise carrier_failure(exc) from exc
+
     async def _session(
         self, principal: str, headers: Mapping[str, str], verdict: Verdict
     ) -> LegacySession:
+        principal = self._session_key(principal)
         session = self._sessions.get(principal)
         if session is not None:
             return session
@@ -376,6 +422,7 @@ class UpstreamLink:
             return session
 
     async def _drop_session(self, principal: str, session: LegacySession) -> None:
+        principal = self._session_key(principal)
         if self._sessions.get(principal) is session:
             del self._sessions[principal]
         if session.listener is not None:
@@ -407,16 +454,22 @@ class UpstreamLink:
             except CarrierError as exc:
                 await self._drop_session(exchange.principal, session)
                 expired = exc.status == 404 and session.session_id is not None
-                if attempt == 0 and (expired or (session.owns_carrier and exc.status is None)):
+                if attempt == 0 and (
+                    expired or (session.carrier.is_session and exc.status is None)
+                ):
                     continue  # the session ended upstream: initialize again, once
                 return carrier_failure(exc)
         raise AssertionError("unreachable")
 
     async def _execute_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
         try:
-            outcome = await self._run(adapter, self._streamable, None, call, exchange)
+            if self._primary.is_session:
+                await self._start(self._primary)  # a stateless server: restart freely
+            outcome = await self._run(adapter, self._primary, None, call, exchange)
         except CarrierError as exc:
             return carrier_failure(exc)
+        except Failure as failure:
+            return failure
         if isinstance(outcome, Failure) and outcome.kind is FailureKind.UNSUPPORTED_VERSION:
             self.forget()  # the upstream changed revision under us
         return outcome
@@ -459,7 +512,7 @@ class UpstreamLink:
         try:
             reply = await carrier.request(message, headers)
         except CarrierError as exc:
-            if exc.timeout and adapter.has_handshake and call.id is not None:
+            if exc.timeout and _must_notify(adapter, carrier) and call.id is not None:
                 # No answer in time: a legacy upstream is told to stop, as the spec asks.
                 await self._cancel_quietly(adapter, carrier, headers, upstream_id, "timed out")
             raise
@@ -491,9 +544,9 @@ class UpstreamLink:
             )
         finally:
             await reply.aclose()
-            if not finished and adapter.has_handshake and call.id is not None:
-                # The client went away: tell a legacy upstream to stop (modern ones
-                # read the closed stream as the cancellation).
+            if not finished and _must_notify(adapter, carrier) and call.id is not None:
+                # The client went away: tell the upstream to stop, unless closing the
+                # stream already said so (a stateless server's own POST stream).
                 await self._cancel_quietly(adapter, carrier, headers, upstream_id)
 
     async def _cancel_quietly(
@@ -569,6 +622,8 @@ class UpstreamLink:
         for task in list(self._cancels):
             task.cancel()
         await self._streamable.close()
+        if self._primary is not self._streamable:
+            await self._primary.close()
 
 
 async def _final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
@@ -587,3 +642,8 @@ def _answers(message: dict[str, Any], request_id: Any, status: int = 200) -> boo
     if message.get("id") == request_id:
         return True
     return "error" in message and (message.get("id") is None or status >= 400)
+
+
+def _must_notify(adapter: Adapter, carrier: Carrier) -> bool:
+    """Whether stopping a call needs a `notifications/cancelled` (not just a closed stream)."""
+    return adapter.has_handshake or not carrier.cancels_by_close

@@ -151,7 +151,13 @@ def test_routes_from_the_environment_as_json_or_specs() -> None:
 
 def test_the_example_config_loads_and_shows_every_option() -> None:
     settings = load_settings({"config": EXAMPLE})
-    assert [r.path for r in settings.routes] == ["/mcp", "/legacy"]
+    assert [r.path for r in settings.routes] == ["/mcp", "/legacy", "/files"]
+    assert settings.routes[2].command == [
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/data",
+    ]
     assert settings.routes[0].forward_headers == ["x-tenant"]
     text = EXAMPLE.read_text()
     for name in Settings.model_fields:

@@ -1,0 +1,141 @@
+"""Helpers every inbound transport shares (HTTP, stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from gateway.core import (
+    Answer,
+    Ask,
+    Asker,
+    Call,
+    Event,
+    Failure,
+    FailureKind,
+    Outcome,
+    Preamble,
+    SessionView,
+)
+from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol.models import LOG_LEVELS
+from gateway.transport.sessions import Session
+
+# Called once per finished call, for logs and metrics.
+CallObserver = Callable[[dict[str, Any]], None]
+
+
+def principal_of(headers: Mapping[str, str]) -> str:
+    """A digest of the caller's credentials: binds state without keeping secrets."""
+    credentials = headers.get("authorization")
+    if not credentials:
+        return "anonymous"
+    return hashlib.sha256(credentials.encode()).hexdigest()[:32]
+
+
+def wanted(event: Event, call: Call, session: SessionView | None) -> bool:
+    """Progress for this call's token; logs only at or above the level asked for.
+
+    (``transport.http._wanted`` takes the Session; pass ``session.view``.)
+    """
+    if event.method == "notifications/progress":
+        return call.progress_token is not None and event.progress_token == call.progress_token
+    if event.method == "notifications/message":
+        level = session.log_level if session is not None else call.client.log_level
+        if level is None:
+            # Stateless clients opt in per request; session clients hear what the server sends.
+            return session is not None
+        wanted_level = event.params.get("level")
+        return wanted_level in LOG_LEVELS and LOG_LEVELS.index(str(wanted_level)) >= (
+            LOG_LEVELS.index(level)
+        )
+    return True
+
+
+def first_id(body: Any) -> Any:
+    first = body[0] if isinstance(body, list) and body else body
+    if isinstance(first, dict):
+        value = first.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def is_initialize(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("method") == "initialize"
+
+
+def too_large(limit: int) -> Failure:
+    return Failure(FailureKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {limit} bytes")
+
+
+def reporter(adapters: AdapterSet, preamble: Preamble) -> Adapter:
+    """The adapter to word a failure in when no adapter could be picked."""
+    body = preamble.body if isinstance(preamble.body, dict) else {}
+    params = body.get("params") if isinstance(body.get("params"), dict) else {}
+    if isinstance(params, dict) and isinstance(params.get("_meta"), dict) and adapters.stateless:
+        return adapters.stateless[0]
+    if preamble.session is not None:
+        adapter = adapters.by_version.get(preamble.session.protocol_version)
+        if adapter is not None:
+            return adapter
+    return adapters.default_legacy
+
+
+def observe(
+    observers: list[CallObserver],
+    route: str,
+    upstream_revision: str | None,
+    call: Call,
+    adapter: Adapter,
+    outcome: Outcome,
+    started: float,
+) -> None:
+    """Tell the route's observers about one finished call."""
+    if not observers:
+        return
+    record = {
+        "route": route,
+        "method": call.method,
+        "client_revision": adapter.version,
+        "upstream_revision": upstream_revision,
+        "outcome": outcome.kind.value
+        if isinstance(outcome, Failure)
+        else type(outcome).__name__.lower(),
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+    for observer in observers:
+        observer(record)
+
+
+def push_asker(
+    adapter: Adapter,
+    session: Session,
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+    timeout: float,
+) -> Asker | None:
+    """Puts asks to a session client as server-initiated requests, where its revision
+    carries them; the answer comes back as a client reply that resolves the future."""
+    if not adapter.pushable_asks:
+        return None
+
+    async def asker(ask: Ask) -> Answer | None:
+        message = adapter.encode_ask(ask, session.next_request_id())
+        if message is None or not ask.allowed_by(session.view.capabilities):
+            return None  # not something this client can be asked
+        request_id = message["id"]
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        session.pending[request_id] = future
+        await send(message)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            session.pending.pop(request_id, None)
+            if not future.cancelled():
+                raise
+            return Answer.refusal(ask.kind)
+
+    return asker

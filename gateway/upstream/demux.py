@@ -1,0 +1,198 @@
+"""Sorting the messages of one shared upstream channel out to their requests.
+
+HTTP+SSE (one GET stream) and stdio (one stdout) carry every server message
+on a single channel, with nothing but JSON-RPC itself to tie a reply to the
+request it answers.  Both carriers use the same rules, kept here:
+
+- a response goes to the request with its id (it ends that request's
+  exchange); a response to no request in flight is logged and dropped;
+- a progress notification whose token a request in flight sent goes to
+  that request;
+- any other message goes to the one request in flight when there is exactly
+  one (it must be about that request), else to the unsolicited queue.
+
+Queues never make the reader wait: when full, the oldest message is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gateway.upstream.carrier import CarrierError, Message
+
+RequestKey = str | int
+
+
+class WarningLogger(Protocol):
+    """A stdlib or structlog logger: only ``warning`` and ``info`` with one string are used."""
+
+    def warning(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    def info(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def is_response(message: Message) -> bool:
+    return (
+        "id" in message and "method" not in message and ("result" in message or "error" in message)
+    )
+
+
+def is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def progress_token(message: Message) -> Any:
+    """The progress token a request asks for (``params._meta.progressToken``), or None."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if is_id(token) else None
+
+
+class DropOldestQueue:
+    """A queue whose producer never waits: when full, the oldest item is dropped.
+
+    A shared-channel reader must never block (it would stall every request),
+    and an unread queue must not grow without end.  ``close`` lets the
+    consumer drain what is queued, then end (or raise ``error``).
+    """
+
+    def __init__(self, maxsize: int, what: str, logger: WarningLogger) -> None:
+        self._items: deque[Message] = deque()
+        self._maxsize = maxsize
+        self._what = what
+        self._log = logger
+        self._ready = asyncio.Event()
+        self._closed = False
+        self._error: CarrierError | None = None
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Message) -> None:
+        if self._closed:
+            return
+        if len(self._items) >= self._maxsize:
+            self._items.popleft()
+            self.dropped += 1
+            # Warn on the first drop and then sparingly: a flood must not flood the log too.
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                self._log.warning(
+                    f"{self._what} is full ({self._maxsize} messages): "
+                    f"dropped the oldest ({self.dropped} so far)"
+                )
+        self._items.append(item)
+        self._ready.set()
+
+    def close(self, error: CarrierError | None = None) -> None:
+        if not self._closed:
+            self._closed = True
+            self._error = error
+            self._ready.set()
+
+    async def get(self) -> Message | None:
+        """The next item; None once closed and drained (or the close error)."""
+        while not self._items:
+            if self._closed:
+                if self._error is not None:
+                    raise self._error
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        return self._items.popleft()
+
+
+def route_message(
+    waiters: dict[RequestKey, DropOldestQueue],
+    unsolicited: DropOldestQueue,
+    message: Message,
+    logger: WarningLogger,
+    what: str,
+    tokens: Mapping[Any, RequestKey] | None = None,
+) -> None:
+    """Put one message where it belongs (the rules in the module docstring)."""
+    if is_response(message):
+        key = message["id"]
+        queue = waiters.pop(key, None) if is_id(key) else None
+        if queue is None:
+            logger.info(f"dropping a response ({what}) to no request in flight: id={key!r}")
+            return
+        queue.put(message)
+        queue.close()  # the response ends its exchange
+        return
+    if tokens and message.get("method") == "notifications/progress":
+        params = message.get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        owner = tokens.get(token) if is_id(token) else None
+        queue = waiters.get(owner) if owner is not None else None
+        if queue is not None:
+            queue.put(message)
+            return
+    if len(waiters) == 1:
+        next(iter(waiters.values())).put(message)
+    else:
+        unsolicited.put(message)
+
+
+class Demux:
+    """The waiters and the unsolicited queue of one shared channel's lifetime."""
+
+    def __init__(self, max_queued: int, what: str, logger: WarningLogger) -> None:
+        self.what = what
+        self.max_queued = max_queued
+        self.log = logger
+        self.waiters: dict[RequestKey, DropOldestQueue] = {}
+        self.tokens: dict[Any, RequestKey] = {}
+        self._token_of: dict[RequestKey, Any] = {}
+        self.unsolicited = DropOldestQueue(max_queued, f"{what} unsolicited queue", logger)
+        self.closed = False
+
+    def register(self, request: Message) -> tuple[RequestKey, DropOldestQueue]:
+        """A queue for ``request``'s messages, registered before the request is sent."""
+        key = request.get("id")
+        if not is_id(key):
+            raise ValueError("a request needs a string or integer id")
+        assert isinstance(key, str | int)
+        if self.closed:
+            raise CarrierError(f"the {self.what} channel is closed")
+        if key in self.waiters:
+            raise CarrierError(f"a request with id {key!r} is already in flight")
+        queue = DropOldestQueue(self.max_queued, f"{self.what} request {key!r}", self.log)
+        self.waiters[key] = queue
+        token = progress_token(request)
+        if token is not None and token not in self.tokens:
+            self.tokens[token] = key
+            self._token_of[key] = token
+        return key, queue
+
+    def forget(self, key: RequestKey, queue: DropOldestQueue) -> None:
+        if self.waiters.get(key) is queue:
+            del self.waiters[key]
+        if key not in self.waiters:
+            self._drop_token(key)
+
+    def _drop_token(self, key: Any) -> None:
+        token = self._token_of.pop(key, None) if is_id(key) else None
+        if token is not None and self.tokens.get(token) == key:
+            del self.tokens[token]
+
+    def route(self, message: Message) -> None:
+        route_message(self.waiters, self.unsolicited, message, self.log, self.what, self.tokens)
+        if is_response(message) and message.get("id") not in self.waiters:
+            self._drop_token(message.get("id"))
+
+    def shutdown(self, error: CarrierError) -> None:
+        """Fail every request in flight with ``error``; end the unsolicited queue."""
+        if self.closed:
+            return
+        self.closed = True
+        waiters, self.waiters = self.waiters, {}
+        self.tokens.clear()
+        self._token_of.clear()
+        for queue in waiters.values():
+            queue.close(error)
+        self.unsolicited.close()

@@ -1,0 +1,450 @@
+"""The stdio carrier against small child processes written here (run with sys.executable)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from gateway.upstream.carrier import CarrierError, Exchange, Message
+from gateway.upstream.stdio import Oversized, StdioCarrier, encode_line, iter_lines
+
+# One fake server, its behaviour picked per request by method (and per process by argv[1]).
+SERVER = textwrap.dedent(
+    r"""
+    import json, os, signal, subprocess, sys, time
+
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "exit-at-start":
+        sys.exit(7)
+
+    def out(message):
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    chatty = None
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        msg = json.loads(line)
+        method = msg.get("method")
+        if "method" not in msg:  # a reply to our server request
+            if chatty is not None and msg.get("id") == "srv-1":
+                out({"jsonrpc": "2.0", "id": chatty, "result": {"reply": msg.get("result")}})
+                chatty = None
+            continue
+        if "id" not in msg:
+            if method == "notifications/ping-me":
+                out({"jsonrpc": "2.0", "method": "notifications/pong", "params": {}})
+            continue
+        rid = msg["id"]
+        params = msg.get("params") or {}
+        if method == "chatty":
+            token = params.get("_meta", {}).get("progressToken")
+            out({"jsonrpc": "2.0", "method": "notifications/progress",
+                 "params": {"progressToken": token, "progress": 1}})
+            out({"jsonrpc": "2.0", "method": "notifications/message",
+                 "params": {"level": "info", "data": "working"}})
+            out({"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage",
+                 "params": {"maxTokens": 5}})
+            chatty = rid
+        elif method == "crash":
+            sys.stdout.write('{"jsonrpc": "2.0", "method": "notifications/message"}\n')
+            sys.stdout.flush()
+            os._exit(3)
+        elif method == "garbage":
+            sys.stdout.write("this is not json\n[1, 2\n\n42\n")
+            sys.stdout.flush()
+            out({"jsonrpc": "2.0", "id": rid, "result": {"after": "garbage"}})
+        elif method == "garbage-exit":
+            sys.stdout.write("oops\n")
+            sys.stdout.flush()
+            os._exit(5)
+        elif method == "flood":
+            chunk = ("e" * 999 + "\n") * 1024  # ~1 MB of 1000-byte lines
+            for _ in range(params["mb"]):
+                sys.stderr.write(chunk)
+            sys.stderr.write("x" * (8 * 1024 * 1024))  # one 8 MB line
+            sys.stderr.write("\nlast stderr line\n")
+            sys.stderr.flush()
+            out({"jsonrpc": "2.0", "id": rid, "result": {"flooded": params["mb"]}})
+        elif method == "big":
+            out({"jsonrpc": "2.0", "id": rid, "result": {"blob": "y" * params["size"],
+                 "echo": params.get("text")}})
+        elif method == "spawn":
+            grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            out({"jsonrpc": "2.0", "id": rid,
+                 "result": {"pid": os.getpid(), "grandchild": grandchild.pid}})
+        elif method == "hang":
+            pass
+        else:
+            out({"jsonrpc": "2.0", "id": rid, "result": {"method": method, "params": params}})
+    if mode == "stubborn":
+        while True:  # ignores the end of stdin, and SIGTERM
+            time.sleep(0.05)
+    """
+)
+
+TIMEOUT = 10.0
+
+
+def req(id_: int | str, method: str = "tools/call", **params: Any) -> Message:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, "params": params}
+
+
+async def collect(exchange: Exchange) -> list[Message]:
+    async with asyncio.timeout(TIMEOUT):
+        return [m async for m in exchange.messages]
+
+
+async def call(carrier: StdioCarrier, message: Message) -> list[Message]:
+    return await collect(await carrier.request(message, {}))
+
+
+Factory = Callable[..., StdioCarrier]
+
+
+@pytest.fixture
+async def make(tmp_path: Path) -> AsyncIterator[Factory]:
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    made: list[StdioCarrier] = []
+
+    def factory(*args: str, **options: Any) -> StdioCarrier:
+        defaults: dict[str, Any] = {
+            "route": "/test",
+            "backoff_initial": 0.01,
+            "backoff_max": 0.05,
+            "close_timeout": 2.0,
+            "term_timeout": 2.0,
+        }
+        carrier = StdioCarrier(
+            [sys.executable, "-u", str(script), *args], **{**defaults, **options}
+        )
+        made.append(carrier)
+        return carrier
+
+    yield factory
+    for carrier in made:
+        await carrier.close()
+
+
+def _state(pid: int) -> str | None:
+    """The /proc state letter of ``pid`` (Z: zombie), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _zombie_children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether ``pid`` is gone (or a zombie some other parent must reap) ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        if _state(pid) in (None, "Z"):
+            return True
+        await asyncio.sleep(0.02)  # polling, bounded by the deadline
+    return False
+
+
+# ------------------------------------------------------------------ framing
+
+
+async def _lines(data: bytes, max_line: int, *, truncate: bool = False) -> list[Any]:
+    reader = asyncio.StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    return [line async for line in iter_lines(reader.read, max_line, truncate=truncate)]
+
+
+async def test_iter_lines_splits_and_bounds() -> None:
+    assert await _lines(b"a\nbb\n\nccc", 10) == [b"a", b"bb", b"", b"ccc"]
+    big = b"x" * 200_000
+    assert await _lines(b"a\n" + big + b"\nb\n", 100) == [b"a", Oversized(200_000), b"b"]
+    assert await _lines(b"a\n" + big + b"\nb\n", 100, truncate=True) == [b"a", b"x" * 100, b"b"]
+    assert await _lines(big, 100) == [Oversized(200_000)]
+    # A line longer than one read chunk but within the limit arrives whole.
+    assert await _lines(big + b"\n", 300_000) == [big]
+
+
+def test_encode_line_has_one_newline() -> None:
+    line = encode_line({"text": "a\nb\r\nc\u2028"})
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+
+
+# ------------------------------------------------------------------ basics
+
+
+async def test_echo_request_and_response(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    assert carrier.is_open and carrier.generation == 1 and carrier.restarts == 0
+    messages = await call(carrier, req(1, "tools/call", name="echo"))
+    assert messages == [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"method": "tools/call", "params": {"name": "echo"}},
+        }
+    ]
+
+
+async def test_request_before_start_fails(make: Factory) -> None:
+    carrier = make()
+    with pytest.raises(CarrierError, match="not running"):
+        await carrier.request(req(1), {})
+    with pytest.raises(ValueError):
+        await carrier.request({"jsonrpc": "2.0", "method": "x"}, {})
+
+
+async def test_concurrent_requests_are_correlated_by_id(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    results = await asyncio.gather(*(call(carrier, req(i, "m", n=i)) for i in range(50)))
+    for i, messages in enumerate(results):
+        assert messages[-1]["id"] == i and messages[-1]["result"]["params"] == {"n": i}
+
+
+async def test_notifications_and_server_request_go_to_the_single_request(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    exchange = await carrier.request(req("c1", "chatty", _meta={"progressToken": "tok"}), {})
+    seen: list[Message] = []
+    async with asyncio.timeout(TIMEOUT):
+        async for message in exchange.messages:
+            seen.append(message)
+            if message.get("method") == "sampling/createMessage":
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"text": "hi"}}
+                await carrier.send(reply, {})
+    assert [m.get("method") for m in seen] == [
+        "notifications/progress",
+        "notifications/message",
+        "sampling/createMessage",
+        None,
+    ]
+    assert seen[-1] == {"jsonrpc": "2.0", "id": "c1", "result": {"reply": {"text": "hi"}}}
+
+
+async def test_progress_follows_its_token_when_several_are_in_flight(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    hanging = await carrier.request(req("h", "hang"), {})
+    exchange = await carrier.request(req("c2", "chatty", _meta={"progressToken": 99}), {})
+    listener = await carrier.listen({})
+    assert listener is not None
+    first = await asyncio.wait_for(anext(exchange.messages), TIMEOUT)
+    assert first["method"] == "notifications/progress"
+    # Two in flight: the log and the server request cannot be attributed.
+    unattributed = [await asyncio.wait_for(anext(listener), TIMEOUT) for _ in range(2)]
+    assert [m["method"] for m in unattributed] == [
+        "notifications/message",
+        "sampling/createMessage",
+    ]
+    await hanging.aclose()
+    await exchange.aclose()
+
+
+async def test_unsolicited_messages_reach_listen(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    listener = await carrier.listen({})
+    assert listener is not None
+    await carrier.send({"jsonrpc": "2.0", "method": "notifications/ping-me"}, {})
+    message = await asyncio.wait_for(anext(listener), TIMEOUT)
+    assert message["method"] == "notifications/pong"
+
+
+async def test_large_messages_both_ways(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    text = "z" * (3 * 1024 * 1024)
+    messages = await call(carrier, req(1, "big", size=2 * 1024 * 1024, text=text))
+    assert len(messages[-1]["result"]["blob"]) == 2 * 1024 * 1024
+    assert messages[-1]["result"]["echo"] == text
+
+
+async def test_oversized_line_is_skipped(make: Factory) -> None:
+    carrier = make(max_message_size=64 * 1024)
+    await carrier.start()
+    with capture_logs() as logs:
+        exchange = await carrier.request(req(1, "big", size=200_000), {})
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # the answer was dropped: the caller's timeout
+                await anext(exchange.messages)
+        await exchange.aclose()
+    assert any(e["event"] == "dropping a stdout line over the size limit" for e in logs)
+    assert (await call(carrier, req(2, "ok")))[-1]["id"] == 2
+
+
+# ------------------------------------------------------------------ failures
+
+
+async def test_child_exiting_mid_call_fails_waiters_then_restarts(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    first_pid = carrier.pid
+    hanging = await carrier.request(req("h", "hang"), {})
+    crashing = await carrier.request(req("c", "crash"), {})
+    for exchange in (hanging, crashing):
+        with pytest.raises(CarrierError, match=r"the stdio server exited with code 3"):
+            await collect(exchange)
+    assert not carrier.is_open
+    # A new process is a new session: nothing goes through until start().
+    with pytest.raises(CarrierError, match="call start"):
+        await carrier.request(req(1), {})
+    with pytest.raises(CarrierError):
+        await carrier.send({"jsonrpc": "2.0", "method": "x"}, {})
+    assert carrier.restarts == 0 and carrier.generation == 1
+    await carrier.start()
+    assert carrier.restarts == 1 and carrier.generation == 2 and carrier.pid != first_pid
+    assert (await call(carrier, req(1, "ok")))[-1]["result"]["method"] == "ok"
+    assert first_pid is not None and _state(first_pid) is None  # reaped
+
+
+async def test_backoff_grows_with_crashes_in_a_row(make: Factory) -> None:
+    carrier = make("exit-at-start", backoff_initial=0.01, backoff_max=0.04)
+    delays = []
+    for _ in range(4):
+        await carrier.start()
+        with pytest.raises(CarrierError, match="exited with code 7"):
+            await call(carrier, req(1))
+        # The failure is recorded right after the exit: the full delay is still ahead.
+        delays.append(carrier._backoff_initial * 2 ** (carrier._failures - 1))
+    assert delays == [0.01, 0.02, 0.04, 0.08]
+    assert 0 < carrier.backoff_delay() <= 0.04
+    assert carrier.restarts == 3 and carrier.generation == 4
+
+
+async def test_auto_restart(make: Factory) -> None:
+    carrier = make(auto_restart=True)
+    assert (await call(carrier, req(1, "ok")))[-1]["id"] == 1  # started on first use
+    with pytest.raises(CarrierError, match="exited with code 3"):
+        await call(carrier, req(2, "crash"))
+    assert (await call(carrier, req(3, "ok")))[-1]["id"] == 3
+    assert carrier.restarts == 1 and carrier.generation == 2
+
+
+async def test_missing_command_is_a_carrier_error(tmp_path: Path) -> None:
+    carrier = StdioCarrier([str(tmp_path / "nope")], backoff_initial=0.01)
+    with pytest.raises(CarrierError, match="could not start"):
+        await carrier.start()
+    await carrier.close()
+
+
+async def test_garbage_on_stdout_is_logged_and_skipped(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    with capture_logs() as logs:
+        messages = await call(carrier, req(1, "garbage"))
+        assert messages == [{"jsonrpc": "2.0", "id": 1, "result": {"after": "garbage"}}]
+        assert (await call(carrier, req(2, "ok")))[-1]["id"] == 2  # the carrier survived
+        with pytest.raises(CarrierError, match="exited with code 5"):
+            await call(carrier, req(3, "garbage-exit"))
+    skipped = [e for e in logs if e["event"].startswith("skipping a stdout line")]
+    assert len(skipped) >= 3
+    assert all(e["route"] == "/test" for e in skipped)
+    assert any("this is not json" in e["excerpt"] for e in skipped)
+    assert any(e["excerpt"] == "oops" for e in skipped)
+
+
+async def test_stderr_flood_keeps_memory_bounded(make: Factory) -> None:
+    carrier = make(stderr_lines_per_second=50.0)
+    await carrier.start()
+    before = _rss_kb()
+    with capture_logs() as logs:
+        messages = await call(carrier, req(1, "flood", mb=50))
+        assert messages[-1]["result"] == {"flooded": 50}
+        # Everything the child wrote was read (it could not have answered otherwise
+        # if the pipe had filled); stderr's end arrives independently of stdout.
+        async with asyncio.timeout(TIMEOUT):
+            while carrier.stderr_bytes < 50 * 1000 * 1024 + 8 * 1024:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)  # polling, bounded by the timeout
+    grown_mb = (_rss_kb() - before) / 1024
+    assert grown_mb < 25, f"RSS grew by {grown_mb:.1f} MB while the child wrote 58 MB"
+    lines = [e for e in logs if e["event"] == "stdio server stderr"]
+    assert lines and all(e["route"] == "/test" for e in lines)
+    assert len(lines) < 1000  # throttled
+    assert max(len(e["line"]) for e in lines) <= 8 * 1024  # truncated
+
+
+# ------------------------------------------------------------------ shutdown
+
+
+async def test_close_is_graceful_and_reaps(make: Factory) -> None:
+    carrier = make()
+    await carrier.start()
+    result = (await call(carrier, req(1, "spawn")))[-1]["result"]
+    pid, grandchild = result["pid"], result["grandchild"]
+    hanging = await carrier.request(req(2, "hang"), {})
+    await carrier.close()
+    with pytest.raises(CarrierError, match="closed"):
+        await collect(hanging)
+    assert carrier.last_exit_code == 0  # it left on its own when stdin closed
+    assert _state(pid) is None
+    assert await _gone(grandchild)  # the group was killed too: no orphan
+    assert _zombie_children() == []
+
+
+async def test_stubborn_child_is_killed_after_the_grace(make: Factory) -> None:
+    carrier = make("stubborn", close_timeout=0.2, term_timeout=0.2)
+    await carrier.start()
+    assert (await call(carrier, req(1, "ok")))[-1]["id"] == 1
+    pid = carrier.pid
+    assert pid is not None
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with capture_logs() as logs:
+        await carrier.close()
+    assert loop.time() - started < 5.0
+    assert carrier.last_exit_code == -9  # SIGKILL
+    assert any(e["event"] == "the stdio server ignored SIGTERM: SIGKILL" for e in logs)
+    assert _state(pid) is None
+    assert _zombie_children() == []
+    # A closed carrier can be started again (a fresh process).
+    await carrier.start()
+    assert (await call(carrier, req(2, "ok")))[-1]["id"] == 2
+    assert carrier.restarts == 0  # closing is not crashing
+
+
+async def test_close_while_idle_and_twice(make: Factory) -> None:
+    carrier = make()
+    await carrier.close()
+    await carrier.start()
+    await carrier.close()
+    await carrier.close()
+    assert not carrier.is_open
+    assert _zombie_children() == []
