@@ -107,7 +107,7 @@ class Gateway:
             assert self._http is not None
             return self._http
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=64, limit_per_host=64),
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
             headers=headers,
         )
@@ -116,7 +116,11 @@ class Gateway:
 
     async def build(self) -> web.Application:
         self._http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=256, limit_per_host=64),
+            # No pool cap: a legacy upstream's call holds its connection while it
+            # waits for an answer (parked calls included), and a cap would let
+            # abandoned calls block every other call on the route.  What bounds
+            # the connections is the calls in flight and the parking table.
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
         )
         app = web.Application(

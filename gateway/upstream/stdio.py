@@ -171,9 +171,34 @@ class _Child:
 
 def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
     # The child leads its own process group (start_new_session), so its pid is the
-    # group id; the group outlives a reaped leader only while members remain.
+    # group id.  Once the leader is reaped its pid may be recycled by an unrelated
+    # process that leads a group of its own, so the group is only signalled while
+    # some member of it is still there: the leader, or (after it was reaped)
+    # processes whose group is still this one and whose session it started.
+    if proc.returncode is not None and not _group_alive(proc.pid):
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process other than a group leader is in group ``pgid`` (/proc scan)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == pgid:
+            continue  # a process with pid == pgid would be a new leader, not ours
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # fields: state, ppid, pgrp, session, ...
+        if int(fields[2]) == pgid and int(fields[3]) == pgid:
+            return True
+    return False
 
 
 async def _exited(child: _Child, timeout: float) -> bool:  # noqa: ASYNC109
