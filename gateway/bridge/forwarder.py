@@ -84,7 +84,8 @@ class Forwarder:
         self.upstream = upstream
         self.stateless_versions = stateless_versions
         self.sealer = sealer or StateSealer(ttl=park_ttl())
-        self.parking = parking or ParkingTable(ttl=self.sealer.ttl)
+        # (`is None`: an empty table is falsy, and a given table must not be replaced.)
+        self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
@@ -202,8 +203,9 @@ class Forwarder:
         try:
             while True:
                 if parked.missing is not None:
-                    self.parking.unpark(parked)
-                    parked.task.cancel()
+                    # The refusal is on its way to the upstream: let it arrive (and the
+                    # call end) before the call is cancelled, not cut it off mid-send.
+                    self.parking.release(parked)
                     return _missing(parked.missing)
                 if parked.task.done():
                     self.parking.unpark(parked)
@@ -223,9 +225,12 @@ class Forwarder:
                 finally:
                     changed.cancel()
         except asyncio.CancelledError:
-            # The client went away while we waited: keep the call parked for its retry
-            # only if it asked something; otherwise stop the upstream call.
-            if not parked.unanswered():
+            # The client went away while we waited.  Nobody holds a state for what was
+            # asked meanwhile (it is handed out only in the answer), so nobody can resume
+            # the call: refuse those asks and end it; without asks, just stop it.
+            if parked.unanswered():
+                self.parking.release(parked)
+            else:
                 parked.task.cancel()
             raise
 

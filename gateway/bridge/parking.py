@@ -69,7 +69,7 @@ class ParkedCall:
 class ParkingTable:
     """Bounded, deadline-driven storage of parked calls."""
 
-    def __init__(self, max_entries: int = 10_000, ttl: float = 600.0, grace: float = 2.0) -> None:
+    def __init__(self, max_entries: int = 1_000, ttl: float = 600.0, grace: float = 2.0) -> None:
         self.max_entries = max_entries
         self.ttl = ttl
         self.grace = grace
@@ -113,6 +113,16 @@ class ParkingTable:
             parked._expiry.cancel()
             parked._expiry = None
         parked.refuse_all()
+        self._start_reaping(parked)
+
+    def release(self, parked: ParkedCall) -> None:
+        """Let go of a call no client will resume (parked or not): its asks are refused
+        and its upstream call ended, after ``grace`` so the refusals reach it first."""
+        self.unpark(parked)
+        parked.refuse_all()
+        self._start_reaping(parked)
+
+    def _start_reaping(self, parked: ParkedCall) -> None:
         task = asyncio.get_running_loop().create_task(self._reap(parked))
         self._reaping.add(task)
         task.add_done_callback(self._reaping.discard)

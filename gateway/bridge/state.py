@@ -53,7 +53,7 @@ class StateSealer:
             "p": principal,
             "m": call.method,
             "d": params_digest(call),
-            "x": int(time.time() + self.ttl),
+            "x": round(time.time() + self.ttl, 3),
         }
         payload = orjson.dumps(claims, option=orjson.OPT_SORT_KEYS)
         tag = hmac.new(self.key, payload, hashlib.sha256).digest()

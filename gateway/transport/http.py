@@ -231,6 +231,8 @@ class Endpoint:
             elif isinstance(entry, Call) and entry.is_notification:
                 if entry.operation is Operation.INITIALIZED and session is not None:
                     session.view.initialized = True
+                elif entry.operation is Operation.CANCELLED and session is not None:
+                    session.cancel(entry.params.get("requestId"))
                 elif profile is not None:
                     self._spawn(
                         self._notify(entry, adapter, profile, principal, forwarded, session)
@@ -313,16 +315,31 @@ class Endpoint:
             exchange = self._exchange(
                 call, adapter, profile, principal, forwarded, session, responder
             )
-            try:
-                outcome = await self.route.forwarder.handle(call, exchange)
-            except Failure as failure:
-                outcome = failure
+            outcome = await self._handle(call, exchange, session)
         message = adapter.encode(call, profile, outcome)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
         if message is not None and "result" in message:
             status = 200
         self._observe(call, adapter, outcome, started)
         return message, status
+
+    async def _handle(self, call: Call, exchange: Exchange, session: Session | None) -> Outcome:
+        """Run the call as a task of its own, which the client's cancellation can stop."""
+        task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
+        if session is not None and call.id is not None:
+            session.running[call.id] = task
+        try:
+            return await task
+        except Failure as failure:
+            return failure
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the request itself went away
+            return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+        finally:
+            if session is not None and call.id is not None and session.running.get(call.id) is task:
+                del session.running[call.id]
 
     async def _answer_on_stream(
         self,

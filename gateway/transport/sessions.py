@@ -31,6 +31,8 @@ class Session:
     outbox: asyncio.Queue[dict[str, Any] | None] = field(
         default_factory=lambda: asyncio.Queue(MAX_QUEUED)
     )
+    # The client's calls in flight, by its request id: what notifications/cancelled names.
+    running: dict[RequestId, asyncio.Task[Any]] = field(default_factory=dict)
     stream_open: bool = False
     closed: bool = False
     _ids: int = 0
@@ -58,6 +60,14 @@ class Session:
         if future is None or future.done():
             return False
         future.set_result(answer)
+        return True
+
+    def cancel(self, request_id: Any) -> bool:
+        """The client cancelled one of its requests: stop working on it."""
+        task = self.running.get(request_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
         return True
 
     def close(self) -> None:

@@ -516,6 +516,16 @@ class UpstreamLink:
                 # No answer in time: a legacy upstream is told to stop, as the spec asks.
                 await self._cancel_quietly(adapter, carrier, headers, upstream_id, "timed out")
             raise
+        except asyncio.CancelledError:
+            # Cancelled before the upstream even answered (the client cancelled or left).
+            if _must_notify(adapter, carrier) and call.id is not None:
+                await self._cancel_quietly(adapter, carrier, headers, upstream_id)
+            raise
+        if reply.status == 404 and session_id is not None:
+            # The upstream forgot the session (restarted, or expired it): whatever
+            # the body says, the caller opens a new one and retries.
+            await reply.aclose()
+            raise CarrierError("the upstream no longer knows this session", status=404)
         finished = False
         try:
             async for incoming in reply.messages:

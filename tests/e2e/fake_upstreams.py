@@ -13,6 +13,8 @@ Then `tools/call` does whatever the behaviour says:
   garbage   200 `application/json` whose body is not JSON
   html500   500 with an HTML error page
   reset     open an SSE response, send one notification, then reset the TCP connection
+  ask       asks its client mid-call, the handshake era's way: server requests on the
+            POST's SSE stream, answered by POSTs of JSON-RPC responses (see ASK_TOOLS)
 
 No sleeps anywhere: a handler that must hang waits on ``released``, an
 asyncio.Event set at teardown; ``call_started`` tells the test a call arrived.
@@ -35,8 +37,35 @@ from typing import Any
 
 from aiohttp import web
 
-BEHAVIOURS = ("ok", "hang", "hang_sse", "wedged", "garbage", "html500", "reset")
+BEHAVIOURS = ("ok", "hang", "hang_sse", "wedged", "garbage", "html500", "reset", "ask")
 PROTOCOL_VERSION = "2025-06-18"
+
+# The `ask` behaviour's tools: what each asks, in order (one ask per round).
+ASK_NAME = {
+    "message": "What is your name?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+}
+ASK_COLOUR = {
+    "message": "What is your favourite colour?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"colour": {"type": "string"}},
+        "required": ["colour"],
+    },
+}
+ASK_SAMPLE = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "Say something"}}],
+    "maxTokens": 20,
+}
+ASK_TOOLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "ask_name": [("elicitation/create", ASK_NAME)],
+    "ask_twice": [("elicitation/create", ASK_NAME), ("elicitation/create", ASK_COLOUR)],
+    "ask_sample": [("sampling/createMessage", ASK_SAMPLE)],
+}
 
 
 def _rpc_error(id_: Any, code: int, message: str) -> dict[str, Any]:
@@ -68,6 +97,17 @@ class FakeUpstream:
         self.sessions: set[str] = set()
         self.url = ""
         self._runner: web.AppRunner | None = None
+        # The `ask` behaviour: what was asked and what came back, in order.
+        self.call_ids: list[Any] = []  # upstream ids of every tools/call
+        self.asked: list[dict[str, Any]] = []  # the server requests sent
+        self.answers: list[dict[str, Any]] = []  # the JSON-RPC responses received
+        self.results: list[dict[str, Any]] = []  # the final results sent
+        # True: after a refusal (elicitation cancel/decline, or an error answer) the
+        # call goes on, until cancelled or released, like a server ignoring it.
+        self.linger = False
+        self._ask_ids = 0
+        self._awaiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self._seen = asyncio.Condition()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -108,6 +148,97 @@ class FakeUpstream:
         async with self._cancel_seen:
             self.cancelled.append((message.get("params") or {}).get("requestId"))
             self._cancel_seen.notify_all()
+        async with self._seen:
+            self._seen.notify_all()
+
+    async def wait_for(self, predicate: Any, within: float) -> None:
+        """Until ``predicate()`` holds (re-checked on every ask, answer, result and
+        cancellation); bounded by ``within`` seconds."""
+        async with asyncio.timeout(within), self._seen:
+            await self._seen.wait_for(predicate)
+
+    async def wait_asked(self, count: int, within: float) -> list[dict[str, Any]]:
+        await self.wait_for(lambda: len(self.asked) >= count, within)
+        return list(self.asked)
+
+    async def wait_answers(self, count: int, within: float) -> list[dict[str, Any]]:
+        await self.wait_for(lambda: len(self.answers) >= count, within)
+        return list(self.answers)
+
+    async def _note(self, record: list[dict[str, Any]], message: dict[str, Any]) -> None:
+        async with self._seen:
+            record.append(message)
+            self._seen.notify_all()
+
+    async def _asking_call(
+        self, request: web.Request, id_: Any, params: dict[str, Any]
+    ) -> web.StreamResponse:
+        """An `ask` tool: each of its asks in turn on the POST's SSE stream, then the
+        result (`hello <answers>`); other tools echo."""
+        name = str(params.get("name"))
+        if name not in ASK_TOOLS:
+            text = str((params.get("arguments") or {}).get("text", ""))
+            result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
+            await self._note(self.results, result)
+            return web.json_response(_rpc_result(id_, result))
+        stream = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        said: list[str] = []
+        try:
+            for method, ask_params in ASK_TOOLS[name]:
+                answer = await self._ask(stream, method, ask_params)
+                if answer is None:  # released at teardown
+                    return stream
+                if _refusal(answer) and self.linger:
+                    await self._until_cancelled(id_)
+                    return stream
+                said.append(_answer_text(method, answer))
+            result = {"content": [{"type": "text", "text": "hello " + ", ".join(said)}]}
+            await self._note(self.results, result)
+            await stream.write(_sse(_rpc_result(id_, result)))
+        except (ConnectionError, RuntimeError):
+            pass  # the gateway went away (it cancelled the call)
+        return stream
+
+    async def _ask(
+        self, stream: web.StreamResponse, method: str, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Send one server request on the call's stream; its answer (None if released)."""
+        self._ask_ids += 1
+        ask_id = f"ask-{self._ask_ids}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._awaiting[ask_id] = future
+        message = {"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params}
+        await stream.write(_sse(message))
+        await self._note(self.asked, message)
+        released = asyncio.ensure_future(self.released.wait())
+        either: set[asyncio.Future[Any]] = {future, released}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            released.cancel()
+            self._awaiting.pop(ask_id, None)
+        return future.result() if future.done() else None
+
+    async def _until_cancelled(self, id_: Any) -> None:
+        """Wait until the gateway cancels call ``id_`` (or teardown releases it)."""
+        released = asyncio.ensure_future(self.released.wait())
+        cancelled = asyncio.ensure_future(self.wait_for(lambda: id_ in self.cancelled, 3600))
+        try:
+            await asyncio.wait({released, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            released.cancel()
+            cancelled.cancel()
+
+    async def _response(self, message: dict[str, Any]) -> web.Response:
+        """A JSON-RPC response from the gateway to one of our server requests."""
+        await self._note(self.answers, message)
+        future = self._awaiting.get(message.get("id"))
+        if future is not None and not future.done():
+            future.set_result(message)
+        return web.Response(status=202)
 
     # ------------------------------------------------------------- protocol
 
@@ -153,6 +284,12 @@ class FakeUpstream:
             )
         if session not in self.sessions:
             return web.json_response(_rpc_error(None, -32001, "Session not found"), status=404)
+        if (
+            self.behaviour == "ask"
+            and method is None
+            and ("result" in message or "error" in message)
+        ):
+            return await self._response(message)
         if id_ is None:  # a notification
             if method == "notifications/cancelled":
                 await self._record_cancel(message)
@@ -165,9 +302,13 @@ class FakeUpstream:
                 "description": "Echo text",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
             }
-            return web.json_response(_rpc_result(id_, {"tools": [tool]}))
+            tools = [tool]
+            if self.behaviour == "ask":
+                tools += [{"name": name, "inputSchema": {"type": "object"}} for name in ASK_TOOLS]
+            return web.json_response(_rpc_result(id_, {"tools": tools}))
         if method == "tools/call":
             self.calls += 1
+            self.call_ids.append(id_)
             self.call_started.set()
             if self.announce:
                 print("call", flush=True)
@@ -190,6 +331,8 @@ class FakeUpstream:
         if behaviour == "html500":
             page = "<html><body><h1>500 Internal Server Error</h1></body></html>"
             return web.Response(status=500, text=page, content_type="text/html")
+        if behaviour == "ask":
+            return await self._asking_call(request, id_, params)
         # The SSE behaviours: a response stream that starts well.
         stream = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -207,6 +350,30 @@ class FakeUpstream:
         assert behaviour == "reset"
         _reset(request)
         return stream
+
+
+# ------------------------------------------------------------------ the `ask` behaviour
+
+
+def _refusal(answer: dict[str, Any]) -> bool:
+    result = answer.get("result")
+    if "error" in answer or not isinstance(result, dict):
+        return True
+    return result.get("action") in ("cancel", "decline")
+
+
+def _answer_text(method: str, answer: dict[str, Any]) -> str:
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return "error"
+    if method == "sampling/createMessage":
+        content = result.get("content")
+        return str(content.get("text")) if isinstance(content, dict) else "?"
+    if result.get("action") != "accept":
+        return str(result.get("action"))
+    content = result.get("content")
+    values = content.values() if isinstance(content, dict) else ()
+    return " ".join(str(v) for v in values)
 
 
 def _reset(request: web.Request) -> None:
