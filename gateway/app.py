@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import dataclasses
 import ipaddress
+import os
 import re
+import secrets
 import signal
 import time
 import uuid
@@ -18,10 +20,11 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gateway.bridge.state import StateSealer
 from gateway.demo import start_demo
 from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
 from gateway.protocol import AdapterSet
-from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings
+from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings, SettingsError
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
@@ -52,6 +55,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+STATE_KEY_ENV = "GATEWAY_STATE_KEY"
+
+
+def state_key_from_env() -> bytes | None:
+    """The requestState key: a secret, so only from the environment (any string,
+    at least 32 characters), never from the config file."""
+    raw = os.environ.get(STATE_KEY_ENV)
+    if not raw:
+        return None
+    if len(raw) < 32:
+        raise SettingsError(f"{STATE_KEY_ENV} must be at least 32 characters long")
+    return raw.encode()
+
+
 class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
@@ -64,8 +81,16 @@ class Gateway:
         session_idle_timeout: float = 3600.0,
         max_body_bytes: int = DEFAULT_MAX_BODY,
         drain_timeout: float = 30.0,
+        park_ttl: float = 600.0,
+        max_parked: int = 1000,
+        state_key: bytes | None = None,
     ) -> None:
         self.specs = routes
+        self.park_ttl = park_ttl
+        self.max_parked = max_parked
+        # One key for every route: a configured key lets replicas open each other's
+        # states; without one, a random key per process.
+        self.state_key = state_key or secrets.token_bytes(32)
         self.host = host
         self.port = port
         self.session_idle_timeout = session_idle_timeout
@@ -92,6 +117,9 @@ class Gateway:
             session_idle_timeout=settings.session_idle_timeout,
             max_body_bytes=settings.max_body_bytes,
             drain_timeout=settings.drain_timeout,
+            park_ttl=settings.park_ttl,
+            max_parked=settings.max_parked,
+            state_key=state_key_from_env(),
         )
 
     def in_flight(self) -> int:
@@ -161,6 +189,8 @@ class Gateway:
                 cache_ttl_ms=spec.ttl_ms,
                 cache_scope=spec.cache_scope,
                 sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+                sealer=StateSealer(self.state_key, ttl=self.park_ttl),
+                max_parked=self.max_parked,
             )
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)

@@ -231,6 +231,8 @@ class Settings(BaseSettings):
     session_idle_timeout: float = Field(3600.0, gt=0)
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
     drain_timeout: float = Field(30.0, ge=0)
+    park_ttl: float = Field(600.0, gt=0)
+    max_parked: int = Field(1000, gt=0)
 
     @field_validator("routes", mode="before")
     @classmethod

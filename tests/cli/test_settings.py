@@ -361,3 +361,17 @@ def test_probe_of_nothing_fails_cleanly() -> None:
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"Error: probe of http://127.0.0.1:{port}/mcp failed")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_state_key_comes_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.app import STATE_KEY_ENV, state_key_from_env
+
+    monkeypatch.delenv(STATE_KEY_ENV, raising=False)
+    assert state_key_from_env() is None
+    monkeypatch.setenv(STATE_KEY_ENV, "k" * 40)
+    assert state_key_from_env() == b"k" * 40
+    monkeypatch.setenv(STATE_KEY_ENV, "short")
+    with pytest.raises(SettingsError, match="at least 32"):
+        state_key_from_env()
+    # The config file has no place for it: a secret never lives there.
+    assert "state_key" not in Settings.model_fields
