@@ -725,6 +725,15 @@ class Adapter(ABC):
             "clientInfo": self.describe_implementation(info),
         }
 
+    def client_param_paths(self, tool: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
+        """Tool parameters mirrored into HTTP headers: none before the stateless era."""
+        return {}
+
+    def client_param_headers(
+        self, paths: dict[tuple[str, ...], str], arguments: dict[str, Any]
+    ) -> dict[str, str]:
+        return {}
+
     def client_opening(
         self, request_id: Any, info: dict[str, Any], capabilities: dict[str, Any]
     ) -> Message:

@@ -4,6 +4,8 @@ and ask for input with `input_required` results instead."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from gateway.core import (
@@ -370,6 +372,41 @@ class Adapter2026_07_28(Adapter2025_11_25):
             ask_kinds=tuple(kind.value for kind in self.ask_kinds),
         )
 
+    def client_param_paths(self, tool: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
+        """A tool's `x-mcp-header` parameters (argument path -> header name), or None
+        when an annotation breaks the rules: such a tool must not be offered."""
+        paths: dict[tuple[str, ...], str] = {}
+        seen: set[str] = set()
+        for path, prop in _annotations(tool.get("inputSchema") or {}):
+            name = prop.get("x-mcp-header")
+            if path is None or not path or not isinstance(name, str) or not _TOKEN.match(name):
+                return None
+            if name.lower() in seen or prop.get("type") not in ("string", "integer", "boolean"):
+                return None
+            seen.add(name.lower())
+            paths[path] = name
+        return paths
+
+    def client_param_headers(
+        self, paths: dict[tuple[str, ...], str], arguments: dict[str, Any]
+    ) -> dict[str, str]:
+        """`Mcp-Param-{Name}` headers mirroring the annotated argument values."""
+        headers = {}
+        for path, name in paths.items():
+            value: Any = arguments
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, int) and abs(value) <= _SAFE_INTEGER:
+                text = str(value)
+            elif isinstance(value, str):
+                text = value
+            else:
+                continue  # absent (or not a primitive): the header is omitted
+            headers[f"Mcp-Param-{name}"] = encode_header_value(text)
+        return headers
+
     def client_opening(
         self, request_id: Any, info: dict[str, Any], capabilities: dict[str, Any]
     ) -> Message:
@@ -385,6 +422,29 @@ class Adapter2026_07_28(Adapter2025_11_25):
                 }
             },
         )
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _annotations(
+    schema: Any, path: tuple[str, ...] | None = ()
+) -> Iterator[tuple[tuple[str, ...] | None, Any]]:
+    """Every `x-mcp-header` anywhere in a schema, with its path if that path is a
+    chain of `properties` keys from the root (None otherwise)."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "x-mcp-header":
+                yield path, schema
+            elif key == "properties" and isinstance(value, dict) and path is not None:
+                for name, sub in value.items():
+                    yield from _annotations(sub, (*path, name))
+            else:
+                yield from _annotations(value, None)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _annotations(item, None)
 
 
 def _mismatch(message: str) -> Failure:

@@ -25,12 +25,14 @@ from gateway.core import (
     Answer,
     AskKind,
     Call,
+    Event,
     Exchange,
     Failure,
     FailureKind,
     Operation,
     Outcome,
     ServerProfile,
+    Value,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
@@ -135,6 +137,9 @@ class UpstreamLink:
         self._sessions: dict[str, LegacySession] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
+        # Stateless HTTP upstreams: tool arguments mirrored into Mcp-Param-* headers.
+        self._param_paths: dict[str, dict[tuple[str, ...], str]] = {}
+        self._tools_listed = False
         # Background work: cancel notices, answers to requests off any call stream.
         self._cancels: set[asyncio.Task[None]] = set()
 
@@ -465,14 +470,75 @@ class UpstreamLink:
         try:
             if self._primary.is_session:
                 await self._start(self._primary)  # a stateless server: restart freely
-            outcome = await self._run(adapter, self._primary, None, call, exchange)
+            extra = await self._param_headers(adapter, call, exchange)
+            outcome = await self._run(adapter, self._primary, None, call, exchange, None, extra)
         except CarrierError as exc:
             return carrier_failure(exc)
         except Failure as failure:
             return failure
+        if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
+            outcome = self._learn_tools(adapter, outcome)
         if isinstance(outcome, Failure) and outcome.kind is FailureKind.UNSUPPORTED_VERSION:
             self.forget()  # the upstream changed revision under us
         return outcome
+
+    # ------------------------------------------- tool parameters in headers
+
+    def _learn_tools(self, adapter: Adapter, outcome: Value) -> Value:
+        """Remember which tool arguments go into headers; drop tools whose
+        annotations break the rules (an HTTP client of the stateless era must)."""
+        tools = outcome.result.get("tools")
+        if self._primary is not self._streamable or not isinstance(tools, list):
+            return outcome
+        kept = []
+        for tool in tools:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            paths = adapter.client_param_paths(tool) if isinstance(tool, dict) else {}
+            if paths is None:
+                log.warning("dropping a tool with an invalid x-mcp-header", tool=name)
+                continue
+            if isinstance(name, str):
+                self._param_paths[name] = paths
+            kept.append(tool)
+        return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
+
+    async def _param_headers(
+        self, adapter: Adapter, call: Call, exchange: Exchange
+    ) -> dict[str, str]:
+        if call.operation is not Operation.TOOLS_CALL or self._primary is not self._streamable:
+            return {}
+        name = call.params.get("name")
+        if not isinstance(name, str):
+            return {}
+        if name not in self._param_paths and not self._tools_listed:
+            await self._list_tools(adapter, call, exchange)
+        paths = self._param_paths.get(name)
+        arguments = call.params.get("arguments")
+        if not paths or not isinstance(arguments, dict):
+            return {}
+        return adapter.client_param_headers(paths, arguments)
+
+    async def _list_tools(self, adapter: Adapter, call: Call, exchange: Exchange) -> None:
+        """Read the upstream's tool list once, for a call made before any list."""
+        self._tools_listed = True
+        cursor: str | None = None
+        for _ in range(100):  # pages, bounded
+            params = {"cursor": cursor} if cursor else {}
+            listing = Call(
+                id=0,
+                operation=Operation.TOOLS_LIST,
+                method="tools/list",
+                params=params,
+                client=call.client,
+            )
+            quiet = replace(exchange, emit=_ignore_event, ask=None)
+            outcome = await self._run(adapter, self._primary, None, listing, quiet)
+            if not isinstance(outcome, Value):
+                return
+            self._learn_tools(adapter, outcome)
+            cursor = outcome.result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return
 
     async def _run(
         self,
@@ -482,13 +548,14 @@ class UpstreamLink:
         call: Call,
         exchange: Exchange,
         session: LegacySession | None = None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> Outcome:
         upstream_id = next(self._ids)
         if session is not None:
             session.inflight[upstream_id] = (exchange, call.progress_token)
         try:
             return await self._exchange(
-                adapter, carrier, session_id, call, exchange, upstream_id, session
+                adapter, carrier, session_id, call, exchange, upstream_id, session, extra_headers
             )
         finally:
             if session is not None:
@@ -503,12 +570,17 @@ class UpstreamLink:
         exchange: Exchange,
         upstream_id: int,
         session: LegacySession | None = None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> Outcome:
         # Progress tokens are rewritten so concurrent clients never collide upstream.
         token = call.progress_token
         upstream_call = replace(call, progress_token=upstream_id) if token is not None else call
         message = adapter.client_request(upstream_call, upstream_id)
-        headers = {**exchange.forward_headers, **adapter.client_headers(call, session_id)}
+        headers = {
+            **exchange.forward_headers,
+            **adapter.client_headers(call, session_id),
+            **(extra_headers or {}),
+        }
         try:
             reply = await carrier.request(message, headers)
         except CarrierError as exc:
@@ -657,3 +729,7 @@ def _answers(message: dict[str, Any], request_id: Any, status: int = 200) -> boo
 def _must_notify(adapter: Adapter, carrier: Carrier) -> bool:
     """Whether stopping a call needs a `notifications/cancelled` (not just a closed stream)."""
     return adapter.has_handshake or not carrier.cancels_by_close
+
+
+async def _ignore_event(event: Event) -> None:
+    return None

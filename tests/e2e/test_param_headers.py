@@ -1,0 +1,112 @@
+"""A stateless-era HTTP upstream whose tools mirror arguments into headers
+(`x-mcp-header`): the gateway, as that upstream's client, must send the
+`Mcp-Param-*` headers and must not offer tools whose annotations are invalid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tests.e2e.fake_client import (
+    call_tool_legacy,
+    open_session,
+    post,
+    request,
+    session_headers,
+    text_of,
+)
+from tests.e2e.gateway_proc import gateway
+
+MODERN = "2026-07-28"
+TOOLS = [
+    {
+        "name": "query",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "options": {
+                    "type": "object",
+                    "properties": {"shard": {"type": "integer", "x-mcp-header": "Shard"}},
+                },
+                "sql": {"type": "string"},
+            },
+        },
+    },
+    {  # invalid: an annotation under `items` is not statically reachable
+        "name": "broken",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {"type": "string", "x-mcp-header": "Tag"}}
+            },
+        },
+    },
+]
+
+
+async def _modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+    async def handle(request_: web.Request) -> web.Response:
+        body = await request_.json()
+        method, id_ = body.get("method"), body.get("id")
+        meta = (body.get("params") or {}).get("_meta") or {}
+        if meta.get("io.modelcontextprotocol/protocolVersion") != MODERN:
+            error = {"code": -32022, "message": "unsupported", "data": {"supported": [MODERN]}}
+            return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error}, status=400)
+        if method == "server/discover":
+            result: dict[str, Any] = {"supportedVersions": [MODERN], "capabilities": {"tools": {}}}
+        elif method == "tools/list":
+            result = {"tools": TOOLS}
+        elif method == "tools/call":
+            seen.append({k: v for k, v in request_.headers.items() if k.startswith("Mcp-")})
+            params = {k: v for k, v in request_.headers.items() if k.startswith("Mcp-Param-")}
+            result = {"content": [{"type": "text", "text": json.dumps(params, sort_keys=True)}]}
+        else:
+            error = {"code": -32601, "message": "Method not found"}
+            return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error}, status=404)
+        result.update(resultType="complete", ttlMs=0, cacheScope="private")
+        return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    return runner, f"http://127.0.0.1:{port}/mcp"
+
+
+async def test_mcp_param_headers_are_sent_and_invalid_tools_hidden(tmp_path: Path) -> None:
+    seen: list[dict[str, str]] = []
+    runner, url = await _modern_upstream(seen)
+    try:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                session_id = await open_session(http, gw.url("/mcp"), "2025-06-18")
+                headers = session_headers(session_id, "2025-06-18")
+                # A call before any tools/list: the gateway reads the list itself.
+                reply = await call_tool_legacy(
+                    http,
+                    gw.url("/mcp"),
+                    session_id,
+                    "query",
+                    {"region": "Hello, 世界", "options": {"shard": 7}, "sql": "select 1"},
+                    version="2025-06-18",
+                )
+                sent = json.loads(text_of(reply.result))
+                assert sent == {
+                    "Mcp-Param-Region": "=?base64?SGVsbG8sIOS4lueVjA==?=",
+                    "Mcp-Param-Shard": "7",
+                }
+                assert seen[-1]["Mcp-Name"] == "query"
+                listed = await post(http, gw.url("/mcp"), request(2, "tools/list"), headers)
+                names = [tool["name"] for tool in listed.result["tools"]]
+                assert names == ["query"]  # `broken` is not offered
+            await runner.cleanup()
+    finally:
+        await runner.cleanup()
