@@ -537,6 +537,11 @@ class Adapter(ABC):
     def describe_tool(
         self, spec: ToolSpec, profile: ServerProfile | None = None
     ) -> dict[str, Any] | None:
+        execution = spec.execution if isinstance(spec.execution, dict) else {}
+        if execution.get("taskSupport") == "required" and "execution" not in self.tool_fields:
+            # Only callable as a task, and this revision has no tasks: hidden, since
+            # every call a client of it could make would fail.
+            return None
         tool = _keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)
         if "annotations" in tool and isinstance(tool["annotations"], dict):
             tool["annotations"] = dict(tool["annotations"])

@@ -531,3 +531,25 @@ def test_discover_result() -> None:
     assert result["cacheScope"] == "public"
     assert result["_meta"][SERVER_INFO] == INFO
     assert "serverInfo" not in result
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2026-07-28"])
+def test_a_task_only_tool_is_hidden_where_tasks_do_not_exist(version: str) -> None:
+    from gateway.core import ToolSpec
+    from gateway.protocol.selection import AdapterSet
+
+    adapter = AdapterSet.default().by_version[version]
+    required = ToolSpec(name="long", execution={"taskSupport": "required"})
+    optional = ToolSpec(name="maybe", execution={"taskSupport": "optional"})
+    assert adapter.describe_tool(required) is None
+    described = adapter.describe_tool(optional)
+    assert described is not None and "execution" not in described
+
+
+def test_a_task_only_tool_stays_where_tasks_exist() -> None:
+    from gateway.core import ToolSpec
+    from gateway.protocol.selection import AdapterSet
+
+    adapter = AdapterSet.default().by_version["2025-11-25"]
+    described = adapter.describe_tool(ToolSpec(name="long", execution={"taskSupport": "required"}))
+    assert described is not None and described["execution"] == {"taskSupport": "required"}
