@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from gateway.bridge.parking import ParkedCall, ParkingTable
 from gateway.bridge.state import StateSealer
+from gateway.bridge.subscriptions import SubscriptionHub, SubscriptionUpstream
 from gateway.core import (
     MAY_ASK,
     Answer,
@@ -86,6 +87,10 @@ class Forwarder:
         self.sealer = sealer or StateSealer(ttl=park_ttl())
         # (`is None`: an empty table is falsy, and a given table must not be replaced.)
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
+        # Change notifications across eras (for links that can carry them).
+        self.subscriptions: SubscriptionHub | None = (
+            SubscriptionHub(upstream) if isinstance(upstream, SubscriptionUpstream) else None
+        )
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
@@ -104,13 +109,25 @@ class Forwarder:
         if op is Operation.CANCELLED:
             return Value({})  # cancellation reaches the upstream through the closed call
         subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
-        if (op in subscription and self.upstream.stateless) or (
-            op is Operation.LISTEN and not self.upstream.stateless
-        ):
-            return Failure(
-                FailureKind.UNKNOWN_METHOD,
-                f"{call.method} is not bridged to this upstream's protocol era yet",
-            )
+        hub = self.subscriptions
+        if op in subscription:
+            session = exchange.session
+            if hub is not None and session is not None and session.id in hub:
+                if op is Operation.RESOURCES_SUBSCRIBE:
+                    return await hub.subscribe(session.id, call, exchange)
+                return await hub.unsubscribe(session.id, call, exchange)
+            if self.upstream.stateless:
+                return Failure(
+                    FailureKind.UNKNOWN_METHOD,
+                    f"{call.method} needs a session with a stream to deliver updates on",
+                )
+        if op is Operation.LISTEN and not self.upstream.stateless:
+            if hub is None:
+                return Failure(
+                    FailureKind.UNKNOWN_METHOD,
+                    f"{call.method} is not bridged to this upstream's protocol era",
+                )
+            return await hub.listen(call, exchange)
         if call.state is not None and StateSealer.is_ours(call.state):
             return await self._retry(call, exchange)
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
@@ -286,6 +303,8 @@ class Forwarder:
 
     async def close(self) -> None:
         await self.parking.close()
+        if self.subscriptions is not None:
+            await self.subscriptions.close()
 
 
 async def _drop(event: Event) -> None:

@@ -240,6 +240,18 @@ class Adapter2026_07_28(Adapter2025_11_25):
             params["_meta"] = {**meta, SUBSCRIPTION_ID: listen_id}
         return message
 
+    def client_read_event(self, message: Message) -> Event | None:
+        """An upstream notification, without the upstream's own subscription id (the
+        gateway tags what it relays with its client's listen id, or nothing)."""
+        event = super().client_read_event(message)
+        if event is None or not isinstance(event.params.get("_meta"), dict):
+            return event
+        meta = {k: v for k, v in event.params["_meta"].items() if k != SUBSCRIPTION_ID}
+        params = {k: v for k, v in event.params.items() if k != "_meta"}
+        if meta:
+            params["_meta"] = meta
+        return Event(event.method, params)
+
     def discover_result(self, profile: ServerProfile, supported: list[str]) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": supported,

@@ -8,16 +8,20 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from gateway.bridge.subscriptions import SubscriptionHub
 from gateway.core import (
     Answer,
     Ask,
     Asker,
     Call,
+    ClientContext,
     Event,
     Failure,
     FailureKind,
+    Operation,
     Outcome,
     Preamble,
+    ServerProfile,
     SessionView,
 )
 from gateway.protocol import Adapter, AdapterSet
@@ -53,6 +57,50 @@ def wanted(event: Event, call: Call, session: SessionView | None) -> bool:
             LOG_LEVELS.index(level)
         )
     return True
+
+
+def listen_id(call: Call) -> Any:
+    """The id a notification of ``call`` is tagged with: a listen's own id, else None."""
+    return call.id if call.operation is Operation.LISTEN else None
+
+
+def join_session(
+    hub: SubscriptionHub | None,
+    route: str,
+    session: Session,
+    adapter_for: Callable[[], Adapter | None],
+    write: Callable[[dict[str, Any]], Awaitable[None]],
+    profile: ServerProfile,
+    *,
+    principal: str,
+    headers: Mapping[str, str],
+    client: ClientContext,
+    lists: bool,
+) -> None:
+    """A handshake-era session hears the upstream's change notifications (in its own
+    revision, through ``write``) until it ends."""
+    if hub is None:
+        return
+
+    async def sink(event: Event) -> None:
+        adapter = adapter_for()
+        message = adapter.encode_event(event) if adapter is not None else None
+        if message is not None:
+            await write(message)
+
+    fresh = session.id not in hub
+    hub.join(
+        session.id,
+        principal,
+        sink,
+        profile,
+        client=client,
+        headers=headers,
+        route=route,
+        lists=lists,
+    )
+    if fresh:
+        session.on_close.append(lambda: hub.leave(session.id))
 
 
 def first_id(body: Any) -> Any:

@@ -35,6 +35,8 @@ from gateway.protocol import Adapter
 from gateway.transport.common import (
     first_id,
     is_initialize,
+    join_session,
+    listen_id,
     observe,
     principal_of,
     push_asker,
@@ -224,6 +226,8 @@ class Endpoint:
                     session.view.info = item.client.info
                 if adapter.session_header and preamble.transport == "http":
                     response_headers["Mcp-Session-Id"] = session.id
+                assert profile is not None
+                self._join(session, principal, forwarded, item, profile)
 
         for entry in items:
             if isinstance(entry, ClientReply) and session is not None:
@@ -292,6 +296,33 @@ class Endpoint:
             responder,
         )
         return await responder.finish(message, status)
+
+    def _join(
+        self,
+        session: Session,
+        principal: str,
+        forwarded: dict[str, str],
+        call: Call,
+        profile: ServerProfile,
+    ) -> None:
+        """The session hears change notifications on its standalone stream while open."""
+
+        async def write(message: dict[str, Any]) -> None:
+            if session.stream_open:
+                session.deliver(message)
+
+        join_session(
+            self.route.forwarder.subscriptions,
+            self.route.path,
+            session,
+            lambda: self.adapters.by_version.get(session.view.protocol_version),
+            write,
+            profile,
+            principal=principal,
+            headers=forwarded,
+            client=call.client,
+            lists=session.stream_open,
+        )
 
     async def _run(
         self,
@@ -391,7 +422,7 @@ class Endpoint:
         async def emit(event: Event) -> None:
             if not wanted(event, call, session.view if session else None):
                 return
-            message = adapter.encode_event(event)
+            message = adapter.encode_event(event, listen_id(call))
             if message is not None:
                 await send(message)
 
@@ -475,6 +506,9 @@ class Endpoint:
 
     async def _pump(self, session: Session, stream: web.StreamResponse) -> None:
         session.stream_open = True
+        hub = self.route.forwarder.subscriptions
+        if hub is not None:
+            hub.want_lists(session.id, True)
         try:
             while True:
                 message = await session.outbox.get()
@@ -485,6 +519,8 @@ class Endpoint:
             pass
         finally:
             session.stream_open = False
+            if hub is not None:
+                hub.want_lists(session.id, False)
 
     # ------------------------------------------------------------- DELETE
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Session:
     running: dict[RequestId, asyncio.Task[Any]] = field(default_factory=dict)
     stream_open: bool = False
     closed: bool = False
+    # Called once when the session ends (e.g. to release its subscriptions).
+    on_close: list[Callable[[], None]] = field(default_factory=list)
     _ids: int = 0
 
     @property
@@ -71,6 +74,10 @@ class Session:
         return True
 
     def close(self) -> None:
+        if not self.closed:
+            for hook in self.on_close:
+                hook()
+            self.on_close.clear()
         self.closed = True
         for future in self.pending.values():
             if not future.done():

@@ -44,6 +44,8 @@ from gateway.protocol import Adapter
 from gateway.transport.common import (
     first_id,
     is_initialize,
+    join_session,
+    listen_id,
     observe,
     principal_of,
     push_asker,
@@ -270,6 +272,18 @@ class StdioServer:
                 self.session.view.protocol_version = view.protocol_version
                 self.session.view.capabilities = view.capabilities
                 self.session.view.info = view.info
+            join_session(
+                self.route.forwarder.subscriptions,
+                self.route.path,
+                self.session,
+                self._session_adapter,
+                self.send,
+                await self.profile(),
+                principal=self.principal,
+                headers=self.forwarded,
+                client=call.client,
+                lists=True,  # stdout is always open
+            )
         message = await self._run(call, adapter)
         if message is not None:
             await self.send(message)
@@ -330,7 +344,7 @@ class StdioServer:
         async def emit(event: Event) -> None:
             if not wanted(event, call, view):
                 return
-            message = adapter.encode_event(event)
+            message = adapter.encode_event(event, listen_id(call))
             if message is not None:
                 await self.send(message)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,6 +47,17 @@ log = structlog.get_logger(__name__)
 # probing means the server is modern even though it refused the request.
 MODERN_PROBE_CODES = frozenset({-32020, -32021, -32022})
 GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
+# Session-level notifications of a legacy upstream that belong to no call: handed to
+# the notification sink (the bridge routes them to the downstream listeners).
+SESSION_NOTIFICATIONS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
+NotificationSink = Callable[[str, Event], Awaitable[None]]
 # What the gateway declares to a legacy upstream: everything it can relay.
 GATEWAY_CAPABILITIES: dict[str, Any] = {
     "roots": {"listChanged": True},
@@ -142,6 +153,8 @@ class UpstreamLink:
         self._tools_listed = False
         # Background work: cancel notices, answers to requests off any call stream.
         self._cancels: set[asyncio.Task[None]] = set()
+        # Where session-level notifications go, with the scope they arrived in.
+        self._notify: NotificationSink | None = None
 
     # ------------------------------------------------------------ the verdict
 
@@ -396,9 +409,64 @@ class UpstreamLink:
                     params = {**event.params, "progressToken": original}
                     await exchange.emit(replace(event, params=params))
             return
+        if event.method in SESSION_NOTIFICATIONS:
+            scope = next((key for key, s in self._sessions.items() if s is session), None)
+            if scope is not None and self._notify is not None:
+                await self._notify(scope, event)
+            return
         owner = self._owner(session)
         if owner is not None and event.method == "notifications/message":
             await owner[1].emit(event)
+
+    # ------------------------------------------------------ change notifications
+
+    def on_notification(self, sink: NotificationSink | None) -> None:
+        """Session-level notifications (list changes, resource updates) go to ``sink``,
+        with the scope (``scope(principal)``) of the upstream session they came in."""
+        self._notify = sink
+
+    def scope(self, principal: str) -> str:
+        """Which upstream session (or stateless listen) serves ``principal``."""
+        return self._session_key(principal)
+
+    async def attach(self, principal: str, headers: Mapping[str, str]) -> None:
+        """Open ``principal``'s legacy upstream session (and its own stream) if it is not
+        open yet, so its session-level notifications arrive.  Raises on failure."""
+        verdict = await self.ensure(principal, headers)
+        if verdict.adapter.has_handshake:
+            await self._session(principal, headers, verdict)
+
+    async def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]:
+        """A stateless upstream's `subscriptions/listen`: its notifications (the
+        acknowledgement first), until the upstream ends it (returns) or the stream is
+        lost (raises CarrierError or Failure).  Closing the iterator closes the listen."""
+        verdict = await self.ensure(exchange.principal, exchange.forward_headers)
+        adapter = verdict.adapter
+        if adapter.has_handshake:
+            raise Failure(FailureKind.INTERNAL, "a handshake-era upstream has no listen")
+        if self._primary.is_session:
+            await self._start(self._primary)
+        upstream_id = next(self._ids)
+        message = adapter.client_request(call, upstream_id)
+        headers = {**exchange.forward_headers, **adapter.client_headers(call, None)}
+        reply = await self._primary.request(message, headers)
+        answered = False
+        try:
+            async for incoming in reply.messages:
+                if _answers(incoming, upstream_id, reply.status):
+                    answered = True
+                    outcome = adapter.client_read_response(call, incoming)
+                    if isinstance(outcome, Failure):
+                        raise outcome
+                    return  # the upstream ended the listen gracefully
+                event = adapter.client_read_event(incoming)
+                if event is not None:
+                    yield event
+            raise CarrierError("the upstream listen stream ended")
+        finally:
+            await reply.aclose()
+            if not answered and _must_notify(adapter, self._primary):
+                await self._cancel_quietly(adapter, self._primary, headers, upstream_id)
 
     def _session_key(self, principal: str) -> str:
         """One stdio process holds one session: every caller shares it (single tenant)."""

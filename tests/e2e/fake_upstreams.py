@@ -15,6 +15,9 @@ Then `tools/call` does whatever the behaviour says:
   reset     open an SSE response, send one notification, then reset the TCP connection
   ask       asks its client mid-call, the handshake era's way: server requests on the
             POST's SSE stream, answered by POSTs of JSON-RPC responses (see ASK_TOOLS)
+  notify    like ok, but declares `listChanged` (tools, prompts, resources) and
+            `resources.subscribe`, records `resources/(un)subscribe`, offers the GET
+            stream, and sends on it whatever the test hands to ``notify()``
 
 No sleeps anywhere: a handler that must hang waits on ``released``, an
 asyncio.Event set at teardown; ``call_started`` tells the test a call arrived.
@@ -37,7 +40,13 @@ from typing import Any
 
 from aiohttp import web
 
-BEHAVIOURS = ("ok", "hang", "hang_sse", "wedged", "garbage", "html500", "reset", "ask")
+BEHAVIOURS = ("ok", "hang", "hang_sse", "wedged", "garbage", "html500", "reset", "ask", "notify")
+# The `notify` behaviour's capabilities.
+NOTIFY_CAPABILITIES: dict[str, Any] = {
+    "tools": {"listChanged": True},
+    "prompts": {"listChanged": True},
+    "resources": {"subscribe": True, "listChanged": True},
+}
 PROTOCOL_VERSION = "2025-06-18"
 
 # The `ask` behaviour's tools: what each asks, in order (one ask per round).
@@ -108,6 +117,10 @@ class FakeUpstream:
         self._ask_ids = 0
         self._awaiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._seen = asyncio.Condition()
+        # The `notify` behaviour: (method, uri) of every resources/(un)subscribe, and
+        # the open GET streams by session.
+        self.subscriptions: list[tuple[str, str]] = []
+        self.streams: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -256,6 +269,8 @@ class FakeUpstream:
         if request.method == "DELETE":
             self.sessions.discard(request.headers.get("Mcp-Session-Id", ""))
             return web.Response(status=200)
+        if request.method == "GET" and self.behaviour == "notify":
+            return await self._notify_stream(request)
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST, DELETE"})
         try:
@@ -273,7 +288,9 @@ class FakeUpstream:
             self.sessions.add(session)
             result = {
                 "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {"tools": {}},
+                "capabilities": NOTIFY_CAPABILITIES
+                if self.behaviour == "notify"
+                else {"tools": {}},
                 "serverInfo": {"name": f"fake-{self.behaviour}", "version": "0"},
             }
             return web.json_response(_rpc_result(id_, result), headers={"Mcp-Session-Id": session})
@@ -295,6 +312,12 @@ class FakeUpstream:
                 await self._record_cancel(message)
             return web.Response(status=202)
         if method == "ping":
+            return web.json_response(_rpc_result(id_, {}))
+        if self.behaviour == "notify" and method in (
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ):
+            await self._note_subscription(str(method), (message.get("params") or {}).get("uri"))
             return web.json_response(_rpc_result(id_, {}))
         if method == "tools/list":
             tool = {
@@ -349,6 +372,64 @@ class FakeUpstream:
             return stream
         assert behaviour == "reset"
         _reset(request)
+        return stream
+
+    # ---------------------------------------------------------- the `notify` behaviour
+
+    async def wait_streams(self, count: int, within: float) -> None:
+        """Until ``count`` sessions have their GET stream open (bounded)."""
+        await self.wait_for(lambda: len(self.streams) >= count, within)
+
+    async def wait_subscriptions(self, count: int, within: float) -> list[tuple[str, str]]:
+        """Until ``count`` resources/(un)subscribe have arrived (bounded); all of them."""
+        await self.wait_for(lambda: len(self.subscriptions) >= count, within)
+        return list(self.subscriptions)
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a notification on every open GET stream; how many streams got it."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        for queue in self.streams.values():
+            queue.put_nowait(message)
+        return len(self.streams)
+
+    async def _note_subscription(self, method: str, uri: Any) -> None:
+        async with self._seen:
+            self.subscriptions.append((method, str(uri)))
+            self._seen.notify_all()
+
+    async def _notify_stream(self, request: web.Request) -> web.StreamResponse:
+        session = request.headers.get("Mcp-Session-Id", "")
+        if session not in self.sessions:
+            return web.Response(status=404)
+        if session in self.streams:
+            return web.Response(status=409)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        stream = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        async with self._seen:
+            self.streams[session] = queue
+            self._seen.notify_all()
+        released = asyncio.ensure_future(self.released.wait())
+        try:
+            while True:
+                got = asyncio.ensure_future(queue.get())
+                await asyncio.wait({got, released}, return_when=asyncio.FIRST_COMPLETED)
+                if not got.done():
+                    got.cancel()
+                    break
+                message = got.result()
+                if message is None:
+                    break
+                await stream.write(_sse(message))
+        except (ConnectionError, RuntimeError):
+            pass
+        finally:
+            released.cancel()
+            self.streams.pop(session, None)
         return stream
 
 

@@ -1,0 +1,497 @@
+"""Change notifications across eras: who listens to what, and the upstream side of it.
+
+Revision-free.  Listeners are downstream parties that want the upstream's
+change notifications (``notifications/*/list_changed``,
+``notifications/resources/updated``):
+
+- a handshake-era downstream session (it hears list changes on its standalone
+  stream and the updates of the URIs it subscribed to with
+  ``resources/subscribe``);
+- a stateless client's ``subscriptions/listen`` (it hears what its filter asked
+  for and the gateway honoured, on the listen's own stream).
+
+Toward the upstream there is one scope per upstream session (or, for a
+stateless upstream, per principal):
+
+- a handshake-era upstream is told ``resources/subscribe`` once per URI and
+  scope however many listeners watch it, and ``resources/unsubscribe`` when
+  the last one leaves; its session-level notifications come back through
+  ``dispatch``;
+- a stateless upstream gets one ``subscriptions/listen`` per scope whose filter
+  is the union of what the scope's listeners want; it is re-opened when that
+  union changes, after the stream is lost, and closed when nobody is left.
+
+Delivery goes through each listener's sink, which the transport built: it
+encodes for the listener's revision (tagging a listen's id) and writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+import structlog
+
+from gateway.core import (
+    Call,
+    ClientContext,
+    Event,
+    EventSink,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    ServerProfile,
+    Value,
+)
+
+log = structlog.get_logger(__name__)
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+UPDATED = "notifications/resources/updated"
+# Filter key of `subscriptions/listen` -> (capability, the notification it opts into).
+LIST_KINDS = {
+    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
+    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+}
+LIST_METHODS = frozenset(method for _, method in LIST_KINDS.values())
+URIS_KEY = "resourceSubscriptions"
+# Session-level notifications of the upstream the hub routes.
+ROUTED = LIST_METHODS | {UPDATED}
+# Bounds: URIs one listen may name, time to wait for an upstream acknowledgement,
+# consecutive failed (re)opens of an upstream listen before giving up on it.
+MAX_URIS = 1000
+ACK_TIMEOUT = 10.0
+MAX_REOPEN_FAILURES = 8
+
+NotificationSink = Callable[[str, Event], Awaitable[None]]
+
+
+@runtime_checkable
+class SubscriptionUpstream(Protocol):
+    """What the hub needs of an upstream link."""
+
+    @property
+    def stateless(self) -> bool: ...
+
+    async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
+
+    def scope(self, principal: str) -> str: ...
+
+    async def attach(self, principal: str, headers: Mapping[str, str]) -> None: ...
+
+    def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]: ...
+
+    def on_notification(self, sink: NotificationSink | None) -> None: ...
+
+
+def list_methods(capabilities: Mapping[str, Any]) -> frozenset[str]:
+    """The list_changed notifications a server's capabilities promise."""
+    return frozenset(
+        method
+        for capability, method in LIST_KINDS.values()
+        if _declares(capabilities, capability, "listChanged")
+    )
+
+
+def can_subscribe(capabilities: Mapping[str, Any]) -> bool:
+    return _declares(capabilities, "resources", "subscribe")
+
+
+def _declares(capabilities: Mapping[str, Any], capability: str, flag: str) -> bool:
+    entry = capabilities.get(capability)
+    return isinstance(entry, dict) and entry.get(flag) is True
+
+
+@dataclass(eq=False)
+class Listener:
+    """One downstream party: a legacy session, or a stateless client's listen."""
+
+    key: str
+    scope: str
+    sink: EventSink
+    lists: frozenset[str] = frozenset()  # list_changed methods it hears
+    uris: set[str] = field(default_factory=set)
+    ready: bool = True  # a listen hears nothing before its acknowledgement
+
+    def wants(self, event: Event) -> bool:
+        if not self.ready:
+            return False
+        if event.method == UPDATED:
+            return event.params.get("uri") in self.uris
+        return event.method in self.lists
+
+
+@dataclass(eq=False)
+class _Feed:
+    """A stateless upstream's `subscriptions/listen`, shared by one scope."""
+
+    scope: str
+    exchange: Exchange  # whose credentials and client context open it
+    filter: dict[str, Any] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    honoured: dict[str, Any] | None = None
+
+
+class SubscriptionHub:
+    """One route's change-notification routing.  Safe for concurrent use."""
+
+    def __init__(self, upstream: SubscriptionUpstream, *, ack_timeout: float = ACK_TIMEOUT) -> None:
+        self.upstream = upstream
+        self.ack_timeout = ack_timeout
+        self._listeners: dict[str, Listener] = {}
+        # Handshake-era upstreams: (scope, uri) -> listeners watching it upstream.
+        self._counts: dict[tuple[str, str], int] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # What a scope's upstream-side requests are made with (credentials, client).
+        self._exchanges: dict[str, Exchange] = {}
+        self._feeds: dict[str, _Feed] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._listens = itertools.count(1)
+        self._closed = asyncio.Event()
+        self._capabilities: dict[str, Any] = {}
+        upstream.on_notification(self.dispatch)
+
+    # ------------------------------------------------------------ listeners
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._listeners
+
+    def listener(self, key: str) -> Listener | None:
+        return self._listeners.get(key)
+
+    def join(
+        self,
+        key: str,
+        principal: str,
+        sink: EventSink,
+        profile: ServerProfile,
+        *,
+        client: ClientContext,
+        headers: Mapping[str, str] | None = None,
+        route: str = "",
+        lists: bool = True,
+    ) -> Listener:
+        """A handshake-era downstream session: it hears every list change the upstream
+        announces (``lists``: while its stream is open) and the URIs it subscribes to."""
+        previous = self._listeners.get(key)
+        self._capabilities = dict(profile.capabilities)
+        scope = self.upstream.scope(principal)
+        listener = Listener(key, scope, sink)
+        if previous is not None:
+            listener.uris = previous.uris  # a re-initialize keeps its subscriptions
+        self._listeners[key] = listener
+        call = Call(None, Operation.LISTEN, Operation.LISTEN.value, {}, client)
+        self._exchanges.setdefault(
+            scope,
+            Exchange(
+                call=call,
+                route=route,
+                profile=profile,
+                principal=principal,
+                forward_headers=dict(headers or {}),
+            ),
+        )
+        self.want_lists(key, lists)
+        return listener
+
+    def want_lists(self, key: str, on: bool) -> None:
+        """A session's stream opened (or closed): list changes reach it (or not)."""
+        listener = self._listeners.get(key)
+        if listener is None:
+            return
+        listener.lists = list_methods(self._capabilities) if on else frozenset()
+        if on and not self.upstream.stateless:
+            self._background(self._attach(listener.scope))
+        else:
+            self._background(self._refresh(listener.scope))
+
+    def leave(self, key: str) -> None:
+        """A listener is gone (session ended, listen closed): release what it held."""
+        listener = self._listeners.pop(key, None)
+        if listener is not None:
+            self._background(self._release(listener, set(listener.uris)))
+
+    async def _attach(self, scope: str) -> None:
+        """Make sure the handshake-era upstream session (and its stream) exists."""
+        exchange = self._exchanges.get(scope)
+        if exchange is None:
+            return
+        try:
+            await self.upstream.attach(exchange.principal, exchange.forward_headers)
+        except Exception as exc:  # the next call retries; nothing to tell anyone now
+            log.info("could not open the upstream session for notifications", error=str(exc))
+
+    # ------------------------------------------------ resources/(un)subscribe
+
+    async def subscribe(self, key: str, call: Call, exchange: Exchange) -> Outcome:
+        """A legacy session's `resources/subscribe`, shared upstream."""
+        listener = self._listeners.get(key)
+        uri = call.params.get("uri")
+        if listener is None or not isinstance(uri, str):
+            return await self.upstream.execute(call, exchange)
+        if uri in listener.uris:
+            return Value({})
+        self._exchanges.setdefault(listener.scope, exchange)
+        if self.upstream.stateless:
+            listener.uris.add(uri)
+            failure = await self._refresh(listener.scope, wait=True)
+            if failure is not None:
+                listener.uris.discard(uri)
+                self._background(self._refresh(listener.scope))
+                return failure
+            return Value({})
+        outcome = await self._hold(listener.scope, uri, exchange, call)
+        if not isinstance(outcome, Failure):
+            listener.uris.add(uri)
+        return outcome
+
+    async def unsubscribe(self, key: str, call: Call, exchange: Exchange) -> Outcome:
+        listener = self._listeners.get(key)
+        uri = call.params.get("uri")
+        if listener is None or not isinstance(uri, str):
+            return await self.upstream.execute(call, exchange)
+        if uri not in listener.uris:
+            return Value({})
+        listener.uris.discard(uri)
+        if self.upstream.stateless:
+            await self._refresh(listener.scope)
+        else:
+            await self._drop(listener.scope, uri, exchange)
+        return Value({})
+
+    async def _hold(
+        self, scope: str, uri: str, exchange: Exchange, call: Call | None = None
+    ) -> Outcome:
+        """Count one more watcher of ``uri``; the first one subscribes upstream."""
+        slot = (scope, uri)
+        async with self._locks.setdefault(slot, asyncio.Lock()):
+            if self._counts.get(slot, 0) == 0:
+                request = self._request(Operation.RESOURCES_SUBSCRIBE, uri, exchange, call)
+                outcome = await self.upstream.execute(request, _quiet(exchange, request))
+                if isinstance(outcome, Failure):
+                    return outcome
+            self._counts[slot] = self._counts.get(slot, 0) + 1
+        return Value({})
+
+    async def _drop(self, scope: str, uri: str, exchange: Exchange | None = None) -> None:
+        """Count one watcher less; the last one unsubscribes upstream."""
+        slot = (scope, uri)
+        async with self._locks.setdefault(slot, asyncio.Lock()):
+            count = self._counts.get(slot, 0) - 1
+            if count > 0:
+                self._counts[slot] = count
+                return
+            self._counts.pop(slot, None)
+            self._locks.pop(slot, None)
+            exchange = exchange or self._exchanges.get(scope)
+            if exchange is None or count < 0:
+                return
+            request = self._request(Operation.RESOURCES_UNSUBSCRIBE, uri, exchange)
+            outcome = await self.upstream.execute(request, _quiet(exchange, request))
+            if isinstance(outcome, Failure):
+                log.info("upstream unsubscribe failed", uri=uri, error=outcome.message)
+
+    def _request(
+        self, operation: Operation, uri: str, exchange: Exchange, call: Call | None = None
+    ) -> Call:
+        if call is not None and call.operation is operation:
+            return call
+        return Call(0, operation, operation.value, {"uri": uri}, exchange.call.client)
+
+    async def _release(self, listener: Listener, uris: set[str]) -> None:
+        if self.upstream.stateless:
+            await self._refresh(listener.scope)
+            return
+        for uri in uris:
+            await self._drop(listener.scope, uri)
+
+    def watchers(self, scope: str, uri: str) -> int:
+        """How many listeners hold ``uri`` upstream (handshake-era upstreams)."""
+        return self._counts.get((scope, uri), 0)
+
+    # ------------------------------------------------- subscriptions/listen
+
+    async def listen(self, call: Call, exchange: Exchange) -> Outcome:
+        """A stateless client's listen on a handshake-era upstream: subscribe what can
+        be, acknowledge the honoured subset, relay until the client closes it."""
+        wanted = call.params.get("notifications")
+        wanted = wanted if isinstance(wanted, dict) else {}
+        capabilities = exchange.profile.capabilities
+        self._capabilities = dict(capabilities)
+        scope = self.upstream.scope(exchange.principal)
+        self._exchanges.setdefault(scope, exchange)
+        honoured: dict[str, Any] = {}
+        lists = set()
+        declared = list_methods(capabilities)
+        for key, (_, method) in LIST_KINDS.items():
+            if wanted.get(key) is True and method in declared:
+                honoured[key] = True
+                lists.add(method)
+        listener = Listener(
+            f"listen-{next(self._listens)}", scope, exchange.emit, frozenset(lists), ready=False
+        )
+        self._listeners[listener.key] = listener
+        try:
+            uris = wanted.get(URIS_KEY)
+            if isinstance(uris, list) and can_subscribe(capabilities):
+                kept: list[str] = []
+                for uri in uris[:MAX_URIS]:
+                    if not isinstance(uri, str) or uri in listener.uris:
+                        continue
+                    outcome = await self._hold(scope, uri, exchange)
+                    if isinstance(outcome, Failure):
+                        log.info("upstream refused a subscription", uri=uri, error=outcome.message)
+                        continue
+                    listener.uris.add(uri)
+                    kept.append(uri)
+                honoured[URIS_KEY] = kept
+            if lists and not listener.uris:
+                await self._attach(scope)
+            await exchange.emit(Event(ACKNOWLEDGED, {"notifications": honoured}))
+            listener.ready = True
+            await self._closed.wait()
+            return Value({})
+        finally:
+            self.leave(listener.key)
+
+    # ------------------------------------------------------------- delivery
+
+    async def dispatch(self, scope: str, event: Event) -> None:
+        """An upstream notification for ``scope``: to every listener that wants it."""
+        if event.method not in ROUTED:
+            return
+        for listener in list(self._listeners.values()):
+            if listener.scope != scope or not listener.wants(event):
+                continue
+            try:
+                await listener.sink(event)
+            except Exception as exc:  # one vanished listener must not starve the others
+                log.info("could not deliver a notification", method=event.method, error=str(exc))
+
+    # ------------------------------------------- stateless upstream: the feed
+
+    def _union(self, scope: str) -> dict[str, Any]:
+        declared = list_methods(self._capabilities)
+        lists: set[str] = set()
+        uris: set[str] = set()
+        for listener in self._listeners.values():
+            if listener.scope == scope:
+                lists |= listener.lists
+                uris |= listener.uris
+        wanted: dict[str, Any] = {
+            key: True for key, (_, method) in LIST_KINDS.items() if method in lists & declared
+        }
+        if uris:
+            wanted[URIS_KEY] = sorted(uris)[:MAX_URIS]
+        return wanted
+
+    async def _refresh(self, scope: str, wait: bool = False) -> Failure | None:
+        """Bring the scope's upstream listen in line with what its listeners want."""
+        if not self.upstream.stateless:
+            return None
+        wanted = self._union(scope)
+        feed = self._feeds.get(scope)
+        if feed is not None and feed.filter == wanted and feed.task and not feed.task.done():
+            return await self._settled(feed) if wait else None
+        if feed is not None and feed.task is not None:
+            feed.task.cancel()
+        if not wanted:
+            self._feeds.pop(scope, None)
+            return None
+        exchange = self._exchanges.get(scope)
+        if exchange is None:
+            return Failure(FailureKind.INTERNAL, "no credentials to listen upstream with")
+        feed = _Feed(scope, exchange, wanted)
+        self._feeds[scope] = feed
+        feed.task = asyncio.get_running_loop().create_task(self._run_feed(feed))
+        return await self._settled(feed) if wait else None
+
+    async def _settled(self, feed: _Feed) -> Failure | None:
+        try:
+            async with asyncio.timeout(self.ack_timeout):
+                await feed.settled.wait()
+        except TimeoutError:
+            return Failure(
+                FailureKind.UPSTREAM_TIMEOUT, "the upstream did not acknowledge the subscription"
+            )
+        if feed.honoured is None:
+            return Failure(FailureKind.UPSTREAM_UNAVAILABLE, "the upstream refused to listen")
+        return None
+
+    async def _run_feed(self, feed: _Feed) -> None:
+        """Hold the upstream listen open: relay, and re-open after a loss (bounded)."""
+        call = Call(
+            0,
+            Operation.LISTEN,
+            Operation.LISTEN.value,
+            {"notifications": feed.filter},
+            feed.exchange.call.client,
+        )
+        exchange = replace(feed.exchange, call=call)
+        failures = 0
+        while not self._closed.is_set():
+            acknowledged = False
+            try:
+                async for event in self.upstream.listen(call, exchange):
+                    if event.method == ACKNOWLEDGED:
+                        got = event.params.get("notifications")
+                        feed.honoured = got if isinstance(got, dict) else {}
+                        acknowledged = True
+                        failures = 0
+                        feed.settled.set()
+                        continue
+                    await self.dispatch(feed.scope, event)
+            except asyncio.CancelledError:
+                raise
+            except Failure as failure:
+                log.info("upstream listen failed", error=failure.message)
+            except Exception as exc:
+                log.info("upstream listen lost", error=str(exc))
+            if not acknowledged:
+                failures += 1
+                feed.settled.set()  # whoever waits for this attempt hears it failed
+            if failures >= MAX_REOPEN_FAILURES:
+                log.warning("giving up on the upstream listen", scope=feed.scope)
+                return
+            # Back off before re-opening (a pause, not a synchronisation).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(0.1 * 2**failures, 10.0)):
+                    await self._closed.wait()
+
+    # ------------------------------------------------------------------ misc
+
+    def _background(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """End every listen gracefully and stop every upstream listen."""
+        self._closed.set()
+        for feed in self._feeds.values():
+            if feed.task is not None:
+                feed.task.cancel()
+        self._feeds.clear()
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=2.0)
+            for task in pending:
+                task.cancel()
+        self.upstream.on_notification(None)
+
+
+async def _discard(event: Event) -> None:
+    return None
+
+
+def _quiet(exchange: Exchange, call: Call) -> Exchange:
+    """The gateway's own upstream request: nothing of it reaches a client."""
+    return replace(exchange, call=call, emit=_discard, ask=None)
