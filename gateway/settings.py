@@ -56,6 +56,7 @@ ROUTE_OPTIONS = {
     "allowed_hosts",
     "allowed_origins",
     "forward_headers",
+    "per_principal",
 }
 LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers"}
 
@@ -80,6 +81,9 @@ class RouteSpec(BaseModel):
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    # stdio upstreams: one child per caller (a digest of its credentials) instead of
+    # one shared by every caller of the route.
+    per_principal: bool = False
     connect_timeout: float = Field(10.0, gt=0)
     ttl_ms: int = Field(0, ge=0)
     cache_scope: Literal["private", "public"] = "private"
@@ -129,6 +133,7 @@ class RouteSpec(BaseModel):
             command=command,
             env=dict(self.env) or None,
             cwd=self.cwd,
+            per_principal=self.per_principal,
             route=self.path,
         )
 

@@ -36,6 +36,7 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol.models import LOG_LEVELS
 from gateway.upstream.carrier import Carrier, CarrierError
 from gateway.upstream.carrier import Exchange as CarrierExchange
 from gateway.upstream.http import LegacySseCarrier, StreamableHttpCarrier, open_legacy_sse_probe
@@ -74,6 +75,8 @@ class UpstreamSettings:
     command: list[str] | None = None
     env: dict[str, str] | None = None
     cwd: str | None = None
+    # stdio: a child (so an upstream session) per caller instead of one per route.
+    per_principal: bool = False
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = 10.0
@@ -105,6 +108,8 @@ class LegacySession:
     inflight: dict[int, tuple[Exchange, str | int | None]] = field(default_factory=dict)
     # Calls blocked on an ask of their own: their handler cannot be asking anything else.
     waiting: set[int] = field(default_factory=set)
+    # The level last set upstream with logging/setLevel (None: the server's default).
+    log_level: str | None = None
     listener: asyncio.Task[None] | None = None
 
 
@@ -268,6 +273,8 @@ class UpstreamLink:
             except CarrierError as exc:
                 raise carrier_failure(exc) from exc
             self._sessions[self._session_key(principal)] = session
+            if self.settings.per_principal:
+                await self._primary.close()  # it only answered the probe
             return Verdict(session.adapter, "stdio", session.profile)
         if transport in ("auto", "http"):
             try:
@@ -313,7 +320,8 @@ class UpstreamLink:
             )
             await carrier.start()
         elif transport == "stdio":
-            carrier = self._primary
+            # A child per caller: a session of its own, which no other caller shares.
+            carrier = self._child() if self.settings.per_principal else self._primary
             await self._start(carrier)
         else:
             carrier = self._streamable
@@ -337,8 +345,9 @@ class UpstreamLink:
                 "which the gateway does not speak",
             )
         session_id = exchange.headers.get("mcp-session-id") if exchange.headers else None
+        owns = transport == "sse" or (transport == "stdio" and carrier is not self._primary)
         session = LegacySession(
-            adapter, carrier, session_id, adapter.client_read_profile(result), transport == "sse"
+            adapter, carrier, session_id, adapter.client_read_profile(result), owns
         )
         session.headers = {**headers, **adapter.client_headers(None, session_id)}
         await carrier.send(rpc.notification("notifications/initialized"), session.headers)
@@ -469,8 +478,17 @@ class UpstreamLink:
                 await self._cancel_quietly(adapter, self._primary, headers, upstream_id)
 
     def _session_key(self, principal: str) -> str:
-        """One stdio process holds one session: every caller shares it (single tenant)."""
-        return "stdio" if self.settings.transport == "stdio" else principal
+        """One stdio process holds one session: the route's callers share it unless
+        the route runs a child per caller."""
+        shared = self.settings.transport == "stdio" and not self.settings.per_principal
+        return "stdio" if shared else principal
+
+    def _child(self) -> StdioCarrier:
+        settings = self.settings
+        assert settings.command is not None
+        return StdioCarrier(
+            settings.command, env=settings.env, cwd=settings.cwd, route=settings.route
+        )
 
     async def _start(self, carrier: Carrier) -> None:
         """Start (or, after a crash, restart) a carrier that is a process of its own."""
@@ -521,6 +539,7 @@ class UpstreamLink:
             except Failure as failure:
                 return failure
             try:
+                await self._ensure_level(session, call, exchange)
                 return await self._run(
                     session.adapter, session.carrier, session.session_id, call, exchange, session
                 )
@@ -533,6 +552,32 @@ class UpstreamLink:
                     continue  # the session ended upstream: initialize again, once
                 return carrier_failure(exc)
         raise AssertionError("unreachable")
+
+    async def _ensure_level(self, session: LegacySession, call: Call, exchange: Exchange) -> None:
+        """Logging is session-wide on a handshake-era upstream and per request for
+        stateless clients: keep the upstream at the most verbose level any call asked
+        for (logs are filtered per request on the way back)."""
+        wanted = call.client.log_level
+        if wanted not in LOG_LEVELS or "logging" not in session.profile.capabilities:
+            return
+        current = session.log_level
+        if current is not None and LOG_LEVELS.index(current) <= LOG_LEVELS.index(wanted):
+            return
+        session.log_level = wanted
+        set_level = Call(
+            id=0,
+            operation=Operation.SET_LOG_LEVEL,
+            method=Operation.SET_LOG_LEVEL.value,
+            params={"level": wanted},
+            client=call.client,
+        )
+        quiet = replace(exchange, emit=_ignore_event, ask=None)
+        outcome = await self._run(
+            session.adapter, session.carrier, session.session_id, set_level, quiet, session
+        )
+        if isinstance(outcome, Failure):
+            session.log_level = current
+            log.info("the upstream refused logging/setLevel", reason=outcome.message)
 
     async def _execute_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
         try:

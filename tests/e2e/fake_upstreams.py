@@ -40,7 +40,18 @@ from typing import Any
 
 from aiohttp import web
 
-BEHAVIOURS = ("ok", "hang", "hang_sse", "wedged", "garbage", "html500", "reset", "ask", "notify")
+BEHAVIOURS = (
+    "logs",
+    "ok",
+    "hang",
+    "hang_sse",
+    "wedged",
+    "garbage",
+    "html500",
+    "reset",
+    "ask",
+    "notify",
+)
 # The `notify` behaviour's capabilities.
 NOTIFY_CAPABILITIES: dict[str, Any] = {
     "tools": {"listChanged": True},
@@ -110,6 +121,7 @@ class FakeUpstream:
         self.call_ids: list[Any] = []  # upstream ids of every tools/call
         self.asked: list[dict[str, Any]] = []  # the server requests sent
         self.answers: list[dict[str, Any]] = []  # the JSON-RPC responses received
+        self.levels: list[Any] = []  # logging/setLevel requests received (`logs`)
         self.results: list[dict[str, Any]] = []  # the final results sent
         # True: after a refusal (elicitation cancel/decline, or an error answer) the
         # call goes on, until cancelled or released, like a server ignoring it.
@@ -290,6 +302,8 @@ class FakeUpstream:
                 "protocolVersion": PROTOCOL_VERSION,
                 "capabilities": NOTIFY_CAPABILITIES
                 if self.behaviour == "notify"
+                else {"tools": {}, "logging": {}}
+                if self.behaviour == "logs"
                 else {"tools": {}},
                 "serverInfo": {"name": f"fake-{self.behaviour}", "version": "0"},
             }
@@ -312,6 +326,9 @@ class FakeUpstream:
                 await self._record_cancel(message)
             return web.Response(status=202)
         if method == "ping":
+            return web.json_response(_rpc_result(id_, {}))
+        if method == "logging/setLevel" and self.behaviour == "logs":
+            self.levels.append((message.get("params") or {}).get("level"))
             return web.json_response(_rpc_result(id_, {}))
         if self.behaviour == "notify" and method in (
             "resources/subscribe",
@@ -342,7 +359,7 @@ class FakeUpstream:
         self, request: web.Request, id_: Any, params: dict[str, Any]
     ) -> web.StreamResponse:
         behaviour = self.behaviour
-        if behaviour == "ok":
+        if behaviour in ("ok", "logs"):
             text = str((params.get("arguments") or {}).get("text", ""))
             result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
             return web.json_response(_rpc_result(id_, result))

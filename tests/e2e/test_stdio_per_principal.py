@@ -1,0 +1,58 @@
+"""A stdio route that runs one child per caller: callers never share a session."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.e2e.fake_client import modern_headers, modern_request, post, text_of
+from tests.e2e.gateway_proc import gateway
+
+# A handshake-era stdio server in a dozen lines: its one tool says which process
+# (and so which session) answered.
+SERVER = r"""
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "whoami", "version": "1"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call":
+        result = {"content": [{"type": "text", "text": str(os.getpid())}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                          "error": {"code": -32601, "message": "Method not found"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+async def _whoami(http: aiohttp.ClientSession, url: str, token: str) -> str:
+    body = modern_request(1, "tools/call", {"name": "whoami", "arguments": {}})
+    headers = {**modern_headers("tools/call", "whoami"), "Authorization": f"Bearer {token}"}
+    reply = await post(http, url, body, headers)
+    return text_of(reply.result)
+
+
+@pytest.mark.parametrize("per_principal", [True, False])
+async def test_one_child_per_caller_when_configured(tmp_path: Path, per_principal: bool) -> None:
+    script = tmp_path / "whoami.py"
+    script.write_text(SERVER)
+    command = shlex.join([sys.executable, str(script)])
+    option = ",per_principal=true" if per_principal else ""
+    route = f"/who=stdio:{command},version=2025-06-18{option}"
+    with gateway(route, tmp_path=tmp_path) as gw:
+        async with aiohttp.ClientSession() as http:
+            alice = await _whoami(http, gw.url("/who"), "alice")
+            bob = await _whoami(http, gw.url("/who"), "bob")
+            again = await _whoami(http, gw.url("/who"), "alice")
+    assert alice == again  # a caller keeps its session
+    assert (alice != bob) is per_principal
