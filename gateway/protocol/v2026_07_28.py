@@ -199,7 +199,10 @@ class Adapter2026_07_28(Adapter2025_11_25):
         self, operation: Operation, result: dict[str, Any], profile: ServerProfile
     ) -> dict[str, Any]:
         out = super().project_result(operation, result, profile)
-        out["resultType"] = "complete"
+        # A task (tasks extension) passes as it came; anything else read as a value
+        # is complete (the upstream's own "input_required" never becomes a Value).
+        if out.get("resultType") != "task":
+            out["resultType"] = "complete"
         if operation in CACHEABLE:
             out.setdefault("ttlMs", profile.cache_ttl_ms)
             out.setdefault("cacheScope", profile.cache_scope)

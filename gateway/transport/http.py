@@ -94,7 +94,6 @@ class Endpoint:
     def __init__(self, route: Route) -> None:
         self.route = route
         self.adapters = route.adapters
-        self._profile: ServerProfile | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ helpers
@@ -118,15 +117,7 @@ class Endpoint:
         )
 
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
-        if self._profile is None or self.route.link.verdict is None:
-            upstream = await self.route.link.profile(principal, headers)
-            self._profile = upstream.model_copy(
-                update={
-                    "cache_ttl_ms": self.route.cache_ttl_ms,
-                    "cache_scope": self.route.cache_scope,
-                }
-            )
-        return self._profile
+        return await self.route.profile(principal, headers)
 
     def _forwarded(self, headers: dict[str, str]) -> dict[str, str]:
         return {name: headers[name] for name in self.route.forward_headers if name in headers}

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from gateway.bridge.forwarder import Forwarder, park_ttl
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
+from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
-from gateway.upstream.link import UpstreamLink
+from gateway.upstream.link import UpstreamLink, Verdict
 
 
 @dataclass
@@ -33,6 +34,8 @@ class Route:
     max_parked: int = 1000
 
     def __post_init__(self) -> None:
+        self._profile: ServerProfile | None = None
+        self._profile_of: Verdict | None = None
         sealer = self.sealer or StateSealer(ttl=park_ttl())
         self.forwarder = Forwarder(
             self.link,
@@ -40,6 +43,20 @@ class Route:
             sealer=sealer,
             parking=ParkingTable(max_entries=self.max_parked, ttl=sealer.ttl),
         )
+
+    async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
+        """What the upstream offers, with the route's caching hints (raises Failure).
+
+        Cached for as long as the upstream's verdict holds: a re-probe (the
+        upstream changed) gives a fresh profile.
+        """
+        verdict = await self.link.ensure(principal, headers)
+        if self._profile is None or self._profile_of is not verdict:
+            self._profile = verdict.profile.model_copy(
+                update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
+            )
+            self._profile_of = verdict
+        return self._profile
 
     def parked_count(self) -> int:
         return self.forwarder.parked_count

@@ -99,7 +99,6 @@ class StdioServer:
         self._write = write
         self._write_lock = asyncio.Lock()
         self._broken = False
-        self._profile: ServerProfile | None = None
         self._inflight: dict[Any, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._log = structlog.get_logger(__name__, route=route.path, transport="stdio")
@@ -247,15 +246,7 @@ class StdioServer:
 
     async def profile(self) -> ServerProfile:
         """What the upstream offers, with the route's caching hints (raises Failure)."""
-        if self._profile is None or self.route.link.verdict is None:
-            upstream = await self.route.link.profile(self.principal, self.forwarded)
-            self._profile = upstream.model_copy(
-                update={
-                    "cache_ttl_ms": self.route.cache_ttl_ms,
-                    "cache_scope": self.route.cache_scope,
-                }
-            )
-        return self._profile
+        return await self.route.profile(self.principal, self.forwarded)
 
     async def _initialize(self, call: Call, adapter: Adapter) -> None:
         try:

@@ -567,3 +567,22 @@ def test_sampling_and_roots_params_pass_unchanged(version: str) -> None:
     message = adapter(version).encode_ask(Ask(AskKind.SAMPLE, params), 2)
     assert message is not None
     assert message["params"] == params
+
+
+def test_a_task_result_keeps_its_result_type_for_stateless_clients() -> None:
+    from gateway.core import Call, ClientContext, Operation, ServerProfile, Value
+    from gateway.protocol.selection import AdapterSet
+
+    adapter = AdapterSet.default().by_version["2026-07-28"]
+    call = Call(
+        id=3,
+        operation=Operation.TOOLS_CALL,
+        method="tools/call",
+        params={"name": "long"},
+        client=ClientContext("2026-07-28"),
+    )
+    task = {"resultType": "task", "taskId": "t1", "status": "working"}
+    message = adapter.encode(call, ServerProfile(), Value(task))
+    assert message is not None
+    assert message["result"]["resultType"] == "task"
+    assert message["result"]["taskId"] == "t1"
