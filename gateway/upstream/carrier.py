@@ -85,6 +85,11 @@ class Carrier(ABC):
         exchange's status says 4xx and its messages yield that error.
         """
 
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        """A request whose answer may stay open and quiet for long (a listen); by
+        default the same as ``request``."""
+        return await self.request(message, headers)
+
     @abstractmethod
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         """Send a notification or a response to a server-initiated request."""

@@ -286,6 +286,16 @@ class StreamableHttpCarrier(Carrier):
         """Nothing to open: every message is its own HTTP request."""
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        return await self._post(message, headers, self._post_timeout)
+
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        """A request whose answer is a stream that may stay quiet for long (a listen):
+        the GET stream's idle bound applies, not a call's."""
+        return await self._post(message, headers, self._listen_timeout)
+
+    async def _post(
+        self, message: Message, headers: Mapping[str, str], limits: aiohttp.ClientTimeout
+    ) -> Exchange:
         request_id = message.get("id")
         if not _is_id(request_id):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
@@ -295,7 +305,7 @@ class StreamableHttpCarrier(Carrier):
             self.url,
             data=orjson.dumps(message),
             headers=_headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON),
-            client_timeout=self._post_timeout,
+            client_timeout=limits,
         )
         try:
             return await self._exchange(resp, request_id)

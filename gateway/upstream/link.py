@@ -458,7 +458,7 @@ class UpstreamLink:
         upstream_id = next(self._ids)
         message = adapter.client_request(call, upstream_id)
         headers = {**exchange.forward_headers, **adapter.client_headers(call, None)}
-        reply = await self._primary.request(message, headers)
+        reply = await self._primary.stream(message, headers)
         answered = False
         try:
             async for incoming in reply.messages:
