@@ -158,6 +158,9 @@ class SubscriptionHub:
         self._closed = asyncio.Event()
         self._capabilities: dict[str, Any] = {}
         upstream.on_notification(self.dispatch)
+        on_session = getattr(upstream, "on_session", None)
+        if on_session is not None:
+            on_session(self.resubscribe)
 
     # ------------------------------------------------------------ listeners
 
@@ -312,6 +315,19 @@ class SubscriptionHub:
             return
         for uri in uris:
             await self._drop(listener.scope, uri)
+
+    async def resubscribe(self, scope: str) -> None:
+        """A new upstream session for ``scope``: subscribe again to what is watched."""
+        exchange = self._exchanges.get(scope)
+        if exchange is None:
+            return
+        for (held_scope, uri), count in list(self._counts.items()):
+            if held_scope != scope or count <= 0:
+                continue
+            request = self._request(Operation.RESOURCES_SUBSCRIBE, uri, exchange)
+            outcome = await self.upstream.execute(request, _quiet(exchange, request))
+            if isinstance(outcome, Failure):
+                log.info("re-subscribing upstream failed", uri=uri, error=outcome.message)
 
     def watchers(self, scope: str, uri: str) -> int:
         """How many listeners hold ``uri`` upstream (handshake-era upstreams)."""

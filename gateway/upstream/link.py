@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,6 +47,8 @@ log = structlog.get_logger(__name__)
 # Error codes only a modern (stateless-era) server sends: seeing one while
 # probing means the server is modern even though it refused the request.
 MODERN_PROBE_CODES = frozenset({-32020, -32021, -32022})
+# How often a handshake-era session's own stream is opened again after it drops.
+LISTEN_RETRIES = 5
 GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
 # Session-level notifications of a legacy upstream that belong to no call: handed to
 # the notification sink (the bridge routes them to the downstream listeners).
@@ -110,6 +112,7 @@ class LegacySession:
     waiting: set[int] = field(default_factory=set)
     # The level last set upstream with logging/setLevel (None: the server's default).
     log_level: str | None = None
+    closed: bool = False
     listener: asyncio.Task[None] | None = None
 
 
@@ -160,6 +163,7 @@ class UpstreamLink:
         self._cancels: set[asyncio.Task[None]] = set()
         # Where session-level notifications go, with the scope they arrived in.
         self._notify: NotificationSink | None = None
+        self._on_session: Callable[[str], Coroutine[Any, Any, None]] | None = None
 
     # ------------------------------------------------------------ the verdict
 
@@ -357,25 +361,36 @@ class UpstreamLink:
     async def _listen(self, session: LegacySession) -> None:
         """The session's own channel (GET stream, or what HTTP+SSE could not attribute):
         server requests and notifications that arrive outside any call's stream."""
-        try:
-            stream = await session.carrier.listen(session.headers)
-            if stream is None:
-                return
-            async for message in stream:
-                if rpc.is_request(message):
-                    task = asyncio.get_running_loop().create_task(
-                        self._unsolicited_request(session, message)
-                    )
-                    self._cancels.add(task)
-                    task.add_done_callback(self._cancels.discard)
-                else:
-                    await self._unsolicited_event(session, message)
-        except CarrierError as exc:
-            log.info("upstream session stream ended", upstream=self.settings.url, reason=str(exc))
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a broken stream must not take the link down
-            log.exception("upstream session stream failed", upstream=self.settings.url)
+        for attempt in range(LISTEN_RETRIES):
+            if attempt:
+                # The stream dropped while the session lives on: open it again, after
+                # a short pause that grows, or list changes and updates are lost.
+                await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
+                if session.closed:
+                    return
+            try:
+                stream = await session.carrier.listen(session.headers)
+                if stream is None:
+                    return  # the upstream offers no such stream
+                async for message in stream:
+                    if rpc.is_request(message):
+                        task = asyncio.get_running_loop().create_task(
+                            self._unsolicited_request(session, message)
+                        )
+                        self._cancels.add(task)
+                        task.add_done_callback(self._cancels.discard)
+                    else:
+                        await self._unsolicited_event(session, message)
+            except CarrierError as exc:
+                log.info(
+                    "upstream session stream ended", upstream=self.settings.url, reason=str(exc)
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a broken stream must not take the link down
+                log.exception("upstream session stream failed", upstream=self.settings.url)
+            if session.carrier.is_session:
+                return  # HTTP+SSE and stdio: the stream is the session; it ends with it
 
     def _owner(self, session: LegacySession) -> tuple[int, Exchange] | None:
         """A message off any call's stream belongs to a call only if just one could have
@@ -433,6 +448,11 @@ class UpstreamLink:
         """Session-level notifications (list changes, resource updates) go to ``sink``,
         with the scope (``scope(principal)``) of the upstream session they came in."""
         self._notify = sink
+
+    def on_session(self, callback: Callable[[str], Coroutine[Any, Any, None]] | None) -> None:
+        """``callback(scope)`` runs whenever a handshake-era upstream session is opened
+        after the first (re-opened after it expired, or after a restart)."""
+        self._on_session = callback
 
     def scope(self, principal: str) -> str:
         """Which upstream session (or stateless listen) serves ``principal``."""
@@ -510,9 +530,17 @@ class UpstreamLink:
             if session is None:
                 session = await self._open_session(verdict.transport, headers, verdict.adapter)
                 self._sessions[principal] = session
+                if self._on_session is not None:
+                    # A new upstream session knows none of the old one's subscriptions.
+                    task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
+                        self._on_session(principal)
+                    )
+                    self._cancels.add(task)
+                    task.add_done_callback(self._cancels.discard)
             return session
 
     async def _drop_session(self, principal: str, session: LegacySession) -> None:
+        session.closed = True
         principal = self._session_key(principal)
         if self._sessions.get(principal) is session:
             del self._sessions[principal]

@@ -376,3 +376,25 @@ async def test_legacy_subscribe_on_stateless_upstream_opens_an_upstream_listen(
         # Nobody wants anything any more: the upstream listen is closed.
         await modern.wait_for(lambda: not modern.open)
         assert_clean_log(running.log())
+
+
+async def test_a_new_upstream_session_is_subscribed_again(
+    http: aiohttp.ClientSession, legacy_gw: RunningGateway, fake: FakeUpstream
+) -> None:
+    url = legacy_gw.url("/mcp")
+    async with listen(http, url, "L-9", {"resourceSubscriptions": [WATCHED]}) as reader:
+        await next_notification(reader, ACK)
+        assert fake.subscriptions == [("resources/subscribe", WATCHED)]
+        fake.sessions.clear()  # the upstream restarted: it knows no session any more
+        # The next call meets a 404, opens a new upstream session and retries ...
+        listed = await post(
+            http, url, modern_request(5, "tools/list", {}), modern_headers("tools/list")
+        )
+        assert listed.status == 200 and "tools" in listed.result, listed.text
+        # ... and the new session is subscribed to what is still watched.
+        subs = await fake.wait_subscriptions(2, WAIT)
+        assert subs == [("resources/subscribe", WATCHED)] * 2
+        await fake.wait_streams(2, WAIT)
+        fake.notify(UPDATED, {"uri": WATCHED})
+        updated = await next_notification(reader, UPDATED)
+        assert updated["params"]["_meta"][SUB_ID] == "L-9"
