@@ -51,6 +51,7 @@ ROUTE_OPTIONS = {
     "transport",
     "timeout",
     "connect_timeout",
+    "probe_timeout",
     "ttl_ms",
     "cache_scope",
     "allowed_hosts",
@@ -85,6 +86,8 @@ class RouteSpec(BaseModel):
     # one shared by every caller of the route.
     per_principal: bool = False
     connect_timeout: float = Field(10.0, gt=0)
+    # How long the era probe waits for an answer (a legacy stdio server may give none).
+    probe_timeout: float = Field(10.0, gt=0)
     ttl_ms: int = Field(0, ge=0)
     cache_scope: Literal["private", "public"] = "private"
     allowed_hosts: list[str] = Field(default_factory=list)
@@ -130,6 +133,7 @@ class RouteSpec(BaseModel):
             version=self.version,
             request_timeout=self.timeout,
             connect_timeout=self.connect_timeout,
+            probe_timeout=self.probe_timeout,
             command=command,
             env=dict(self.env) or None,
             cwd=self.cwd,
