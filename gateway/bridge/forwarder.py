@@ -28,6 +28,7 @@ from gateway.core import (
     MAY_ASK,
     Answer,
     Ask,
+    AskKind,
     Call,
     Event,
     Exchange,
@@ -226,7 +227,7 @@ class Forwarder:
                     return _missing(parked.missing)
                 if parked.task.done():
                     self.parking.unpark(parked)
-                    return parked.task.result()
+                    return self._url_asks(call, exchange, parked.task.result())
                 asks = parked.unanswered()
                 if asks:
                     parked.round += 1
@@ -262,6 +263,11 @@ class Forwarder:
             # could not carry it unsealed: hand it back as it was.
             retried = replace(call, state=claims.get("u"))
             return await self._forward(retried, exchange)
+        if claims.get("k") == "again":
+            # The upstream wanted URL elicitations done first: call it again.
+            return await self._run_parked(
+                replace(call, state=None, answers=None), exchange, ParkedCall()
+            )
         parked = self.parking.get(str(claims.get("i")))
         if parked is None:
             return Failure(
@@ -275,6 +281,29 @@ class Forwarder:
             parked.answer(call.answers or {})
             self.parking.unpark(parked)
             return await self._settle(call, exchange, parked)
+
+    def _url_asks(self, call: Call, exchange: Exchange, outcome: Outcome) -> Outcome:
+        """A handshake-era upstream's "URL elicitation required" error becomes, for a
+        client that carries state, input_required with those URL elicitations; its
+        retry calls the upstream again (the out-of-band step is done by then)."""
+        if not (
+            isinstance(outcome, Failure) and outcome.kind is FailureKind.URL_ELICITATION_REQUIRED
+        ):
+            return outcome
+        data = outcome.data if isinstance(outcome.data, dict) else {}
+        listed = data.get("elicitations")
+        if not exchange.can_park or not isinstance(listed, list) or not listed:
+            return outcome
+        asks: dict[str, Ask] = {}
+        for number, params in enumerate(listed, 1):
+            if not isinstance(params, dict):
+                return outcome
+            ask = Ask(AskKind.ELICIT, {**params, "mode": "url"})
+            if not ask.allowed_by(call.client.capabilities):
+                return _missing(ask)
+            asks[f"url{number}"] = ask
+        state = self.sealer.seal(call, exchange.route, exchange.principal, {"k": "again"})
+        return InputRequired(asks=asks, state=state)
 
     # ------------------------------------------------------------ answers
 

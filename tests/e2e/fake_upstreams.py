@@ -41,6 +41,7 @@ from typing import Any
 from aiohttp import web
 
 BEHAVIOURS = (
+    "urlreq",
     "logs",
     "ok",
     "hang",
@@ -299,7 +300,8 @@ class FakeUpstream:
             session = uuid.uuid4().hex
             self.sessions.add(session)
             result = {
-                "protocolVersion": PROTOCOL_VERSION,
+                # URL elicitation (and its -32042) exist from 2025-11-25 on.
+                "protocolVersion": "2025-11-25" if self.behaviour == "urlreq" else PROTOCOL_VERSION,
                 "capabilities": NOTIFY_CAPABILITIES
                 if self.behaviour == "notify"
                 else {"tools": {}, "logging": {}}
@@ -373,6 +375,21 @@ class FakeUpstream:
             return web.Response(status=500, text=page, content_type="text/html")
         if behaviour == "ask":
             return await self._asking_call(request, id_, params)
+        if behaviour == "urlreq":
+            # 2025-11-25's "URL elicitation required": the first call is refused until
+            # the user has visited the page; the next one succeeds.
+            if self.calls == 1:
+                elicitation = {
+                    "mode": "url",
+                    "elicitationId": "e-1",
+                    "url": "https://auth.example/consent",
+                    "message": "Please authorize access",
+                }
+                data = {"elicitations": [elicitation]}
+                error = {"code": -32042, "message": "URL elicitation required", "data": data}
+                return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error})
+            result = {"content": [{"type": "text", "text": "authorized"}]}
+            return web.json_response(_rpc_result(id_, result))
         # The SSE behaviours: a response stream that starts well.
         stream = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
