@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from gateway.bridge.parking import ParkedCall, ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.bridge.subscriptions import SubscriptionHub, SubscriptionUpstream
+from gateway.bridge.tasks import TaskBridge
 from gateway.core import (
     MAY_ASK,
     Answer,
@@ -92,6 +93,8 @@ class Forwarder:
         self.subscriptions: SubscriptionHub | None = (
             SubscriptionHub(upstream) if isinstance(upstream, SubscriptionUpstream) else None
         )
+        # Extension tasks of clients that declare them, run as the upstream's core tasks.
+        self.tasks = TaskBridge(upstream)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
@@ -131,6 +134,17 @@ class Forwarder:
             return await hub.listen(call, exchange)
         if call.state is not None and StateSealer.is_ours(call.state):
             return await self._retry(call, exchange)
+        if self.tasks.applies(call, exchange.profile):
+            if op is Operation.TASKS_GET:
+                return await self.tasks.get(call, exchange)
+            if op is Operation.TASKS_CANCEL:
+                return await self.tasks.cancel(call, exchange)
+            if op is Operation.TASKS_UPDATE:
+                return await self.tasks.update(call, exchange)
+            if op is Operation.TOOLS_CALL:
+                task = await self.tasks.call_tool(call, exchange)
+                if task is not None:
+                    return task
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
             return await self._run_parked(call, exchange, ParkedCall())
         return await self._forward(call, exchange)
@@ -320,7 +334,7 @@ class Forwarder:
     def _discover(self, profile: ServerProfile) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": list(self.stateless_versions),
-            "capabilities": profile.capabilities,
+            "capabilities": self.tasks.advertise(profile.capabilities, profile),
         }
         if profile.instructions:
             result["instructions"] = profile.instructions
@@ -332,6 +346,7 @@ class Forwarder:
 
     async def close(self) -> None:
         await self.parking.close()
+        await self.tasks.close()
         if self.subscriptions is not None:
             await self.subscriptions.close()
 

@@ -92,6 +92,9 @@ KNOWN_CLIENT_CAPABILITIES = frozenset(
 # Result fields that only exist on some revisions.
 KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structuredContent"})
 
+# The tasks extension's identifier, in client and server `extensions`.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
 # The reserved tool arguments that carry answers and state on revisions whose
 # asks travel in arguments (`asks_in_arguments`).
 ANSWERS_ARGUMENT = "_mcp_answers"
@@ -118,6 +121,20 @@ _PARAMS_MODELS: dict[Operation, type[models.Params]] = {
     Operation.TASKS_CANCEL: models.TaskParams,
     Operation.LISTEN: models.ListenParams,
 }
+
+
+def declares_tasks_extension(capabilities: dict[str, Any]) -> bool:
+    """Whether client capabilities declare the tasks extension."""
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def runs_tool_tasks(server_capabilities: dict[str, Any]) -> bool:
+    """Whether an upstream declares core tasks for `tools/call` (`tasks.requests.tools.call`)."""
+    tasks = server_capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, dict) else None
+    tools = requests.get("tools") if isinstance(requests, dict) else None
+    return isinstance(tools, dict) and isinstance(tools.get("call"), dict)
 
 
 def _keep(item: dict[str, Any], known: frozenset[str], allowed: frozenset[str]) -> dict[str, Any]:
@@ -173,6 +190,8 @@ class Adapter(ABC):
     content_meta: ClassVar[bool]  # `_meta` and annotations.lastModified on blocks
     structured_content: ClassVar[str]  # "none", "object" or "any"
     progress_message: ClassVar[bool]
+    # Task-only tools are offered (the client runs tasks through the tasks extension).
+    offers_task_tools: ClassVar[bool] = False
     # HTTP transport facts.
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
@@ -538,7 +557,11 @@ class Adapter(ABC):
         self, spec: ToolSpec, profile: ServerProfile | None = None
     ) -> dict[str, Any] | None:
         execution = spec.execution if isinstance(spec.execution, dict) else {}
-        if execution.get("taskSupport") == "required" and "execution" not in self.tool_fields:
+        if (
+            execution.get("taskSupport") == "required"
+            and "execution" not in self.tool_fields
+            and not self.offers_task_tools
+        ):
             # Only callable as a task, and this revision has no tasks: hidden, since
             # every call a client of it could make would fail.
             return None

@@ -27,7 +27,13 @@ from gateway.core import (
     Value,
 )
 from gateway.core import jsonrpc as rpc
-from gateway.protocol.adapter import Message, decode_header_value, encode_header_value
+from gateway.protocol.adapter import (
+    Message,
+    declares_tasks_extension,
+    decode_header_value,
+    encode_header_value,
+    runs_tool_tasks,
+)
 from gateway.protocol.models import LOG_LEVELS
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 
@@ -174,7 +180,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         params = dict(params)
         responses = params.pop("inputResponses", None)
         state = params.pop("requestState", None)
-        if operation not in MAY_ASK:
+        if operation not in MAY_ASK and operation is not Operation.TASKS_UPDATE:
             return params, None, None  # unexpected entries are ignored
         answers = None
         if isinstance(responses, dict):
@@ -190,6 +196,18 @@ class Adapter2026_07_28(Adapter2025_11_25):
         params, meta, token = super().actions_for(operation, params)
         return params, {k: v for k, v in meta.items() if k not in PROTOCOL_META_KEYS}, token
 
+    def encode_value(self, call: Call, profile: ServerProfile, value: Value) -> Message:
+        if (
+            call.operation is Operation.TOOLS_LIST
+            and not self.offers_task_tools
+            and declares_tasks_extension(call.client.capabilities)
+            and runs_tool_tasks(profile.capabilities)
+        ):
+            # The gateway runs the upstream's core tasks as extension tasks for this
+            # client: its task-only tools are callable, so they are not hidden.
+            return _TASK_CLIENTS.encode_value(call, profile, value)
+        return super().encode_value(call, profile, value)
+
     def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
         out = super().project_result_fields(result)
         out.setdefault("resultType", "complete")  # required on every result
@@ -203,6 +221,11 @@ class Adapter2026_07_28(Adapter2025_11_25):
         # is complete (the upstream's own "input_required" never becomes a Value).
         if out.get("resultType") != "task":
             out["resultType"] = "complete"
+        if operation is Operation.TASKS_GET and isinstance(out.get("inputRequests"), dict):
+            out["inputRequests"] = {
+                key: self._project_input_request(request)
+                for key, request in out["inputRequests"].items()
+            }
         if operation in CACHEABLE:
             out.setdefault("ttlMs", profile.cache_ttl_ms)
             out.setdefault("cacheScope", profile.cache_scope)
@@ -226,6 +249,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if outcome.meta:
             result["_meta"] = dict(outcome.meta)
         return rpc.result(call.id, result)
+
+    def _project_input_request(self, request: Any) -> Any:
+        """A task's input request as this revision's input requests look."""
+        kind = AskKind.for_method(str(request.get("method"))) if isinstance(request, dict) else None
+        params = request.get("params") if isinstance(request, dict) else None
+        if kind is None or not isinstance(params, dict):
+            return request
+        return {"method": kind.method, "params": self.project_ask_params(Ask(kind, params))}
 
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         # Upstream-only correlation fields have no place in an input request.
@@ -438,6 +469,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
             },
         )
 
+
+class _TaskClients2026_07_28(Adapter2026_07_28):
+    """The same revision toward a client that declared the tasks extension, of an
+    upstream whose core tasks the gateway bridges: task-only tools are offered."""
+
+    offers_task_tools = True
+
+
+_TASK_CLIENTS = _TaskClients2026_07_28()
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAFE_INTEGER = 2**53 - 1

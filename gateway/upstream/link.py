@@ -159,6 +159,9 @@ class UpstreamLink:
         # Stateless HTTP upstreams: tool arguments mirrored into Mcp-Param-* headers.
         self._param_paths: dict[str, dict[tuple[str, ...], str]] = {}
         self._tools_listed = False
+        # Handshake-era upstreams: each tool's `execution.taskSupport`, from tools/list.
+        self._task_support: dict[str, str | None] = {}
+        self._task_tools_listed = False
         # Background work: cancel notices, answers to requests off any call stream.
         self._cancels: set[asyncio.Task[None]] = set()
         # Where session-level notifications go, with the scope they arrived in.
@@ -568,9 +571,12 @@ class UpstreamLink:
                 return failure
             try:
                 await self._ensure_level(session, call, exchange)
-                return await self._run(
+                outcome = await self._run(
                     session.adapter, session.carrier, session.session_id, call, exchange, session
                 )
+                if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
+                    self._learn_task_support(outcome)
+                return outcome
             except CarrierError as exc:
                 await self._drop_session(exchange.principal, session)
                 expired = exc.status == 404 and session.session_id is not None
@@ -642,6 +648,43 @@ class UpstreamLink:
                 self._param_paths[name] = paths
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
+
+    # ------------------------------------------------- tools that run as tasks
+
+    def _learn_task_support(self, outcome: Value) -> None:
+        tools = outcome.result.get("tools")
+        for tool in tools if isinstance(tools, list) else []:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if isinstance(name, str):
+                execution = tool.get("execution")
+                support = execution.get("taskSupport") if isinstance(execution, dict) else None
+                self._task_support[name] = support if isinstance(support, str) else None
+
+    async def task_support(self, call: Call, exchange: Exchange) -> str | None:
+        """The called tool's `execution.taskSupport` (its tool list is read once
+        when the tool was never listed)."""
+        name = call.params.get("name")
+        if not isinstance(name, str):
+            return None
+        if name not in self._task_support and not self._task_tools_listed:
+            self._task_tools_listed = True
+            quiet = replace(exchange, emit=_ignore_event, ask=None)
+            cursor: str | None = None
+            for _ in range(100):  # pages, bounded
+                listing = Call(
+                    id=0,
+                    operation=Operation.TOOLS_LIST,
+                    method=Operation.TOOLS_LIST.value,
+                    params={"cursor": cursor} if cursor else {},
+                    client=call.client,
+                )
+                outcome = await self.execute(listing, quiet)
+                if not isinstance(outcome, Value):
+                    break
+                cursor = outcome.result.get("nextCursor")
+                if not isinstance(cursor, str) or not cursor:
+                    break
+        return self._task_support.get(name)
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange

@@ -15,6 +15,12 @@ Then `tools/call` does whatever the behaviour says:
   reset     open an SSE response, send one notification, then reset the TCP connection
   ask       asks its client mid-call, the handshake era's way: server requests on the
             POST's SSE stream, answered by POSTs of JSON-RPC responses (see ASK_TOOLS)
+  tasks     a 2025-11-25 server with core tasks (`tasks.requests.tools.call`): `slow`
+            (taskSupport optional) and `batch` (required) run as tasks when the call
+            says `task`, which stay `working` until the test calls ``finish()``;
+            answers tasks/get, tasks/result and tasks/cancel (see TASK_TOOLS);
+            `confirm` (optional) is `input_required` at once, and asks its question
+            (elicitation/create) on the stream of a tasks/result, then completes
   notify    like ok, but declares `listChanged` (tools, prompts, resources) and
             `resources.subscribe`, records `resources/(un)subscribe`, offers the GET
             stream, and sends on it whatever the test hands to ``notify()``
@@ -52,6 +58,7 @@ BEHAVIOURS = (
     "reset",
     "ask",
     "notify",
+    "tasks",
 )
 # The `notify` behaviour's capabilities.
 NOTIFY_CAPABILITIES: dict[str, Any] = {
@@ -87,6 +94,20 @@ ASK_TOOLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "ask_twice": [("elicitation/create", ASK_NAME), ("elicitation/create", ASK_COLOUR)],
     "ask_sample": [("sampling/createMessage", ASK_SAMPLE)],
 }
+
+
+# The `tasks` behaviour: its capabilities and its tools' task support.
+TASKS_CAPABILITIES: dict[str, Any] = {
+    "tools": {},
+    "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+}
+TASK_TOOLS = {"slow": "optional", "batch": "required", "confirm": "optional"}
+ASK_CONFIRM = {
+    "message": "Go ahead?",
+    "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+}
+TASK_TIME = "2026-01-01T00:00:00Z"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 def _rpc_error(id_: Any, code: int, message: str) -> dict[str, Any]:
@@ -134,6 +155,12 @@ class FakeUpstream:
         # the open GET streams by session.
         self.subscriptions: list[tuple[str, str]] = []
         self.streams: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
+        # The `tasks` behaviour: every task by id, the tools/call params received, and
+        # the results each task ends with.
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.task_params: list[dict[str, Any]] = []
+        self.task_results: dict[str, dict[str, Any]] = {}
+        self.task_requests: list[tuple[str, Any]] = []  # (method, taskId) of tasks/*
 
     # ------------------------------------------------------------ lifecycle
 
@@ -295,6 +322,16 @@ class FakeUpstream:
         method = message.get("method")
         id_ = message.get("id")
         session = request.headers.get("Mcp-Session-Id")
+        if method == "initialize" and self.behaviour == "tasks":
+            self.initializes += 1
+            session = uuid.uuid4().hex
+            self.sessions.add(session)
+            result = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": TASKS_CAPABILITIES,
+                "serverInfo": {"name": "fake-tasks", "version": "0"},
+            }
+            return web.json_response(_rpc_result(id_, result), headers={"Mcp-Session-Id": session})
         if method == "initialize":
             self.initializes += 1
             session = uuid.uuid4().hex
@@ -329,6 +366,19 @@ class FakeUpstream:
             return web.Response(status=202)
         if method == "ping":
             return web.json_response(_rpc_result(id_, {}))
+        if (
+            self.behaviour == "tasks"
+            and method is None
+            and ("result" in message or "error" in message)
+        ):
+            return await self._response(message)
+        if self.behaviour == "tasks" and method == "tasks/result":
+            task_id = (message.get("params") or {}).get("taskId")
+            found = self.tasks.get(task_id) if isinstance(task_id, str) else None
+            if found is not None and found["status"] == "input_required":
+                return await self._task_input(request, id_, str(task_id))
+        if self.behaviour == "tasks":
+            return web.json_response(self._tasks_request(id_, str(method), message))
         if method == "logging/setLevel" and self.behaviour == "logs":
             self.levels.append((message.get("params") or {}).get("level"))
             return web.json_response(_rpc_result(id_, {}))
@@ -407,6 +457,107 @@ class FakeUpstream:
         assert behaviour == "reset"
         _reset(request)
         return stream
+
+    # ----------------------------------------------------------- the `tasks` behaviour
+
+    def finish(self, task_id: str, *, is_error: bool = False) -> None:
+        """End a working task: completed with `done: <text>`, or failed with that
+        text as a tool error result (2025-11-25: a tool error fails the task)."""
+        task = self.tasks[task_id]
+        task["status"] = "failed" if is_error else "completed"
+        text = self.task_results[task_id]["text"]
+        result: dict[str, Any] = {"content": [{"type": "text", "text": f"done: {text}"}]}
+        if is_error:
+            result["isError"] = True
+        self.task_results[task_id] = {"text": text, "result": result}
+
+    async def _task_input(self, request: web.Request, id_: Any, task_id: str) -> web.StreamResponse:
+        """tasks/result of a task that needs input: its question on this stream,
+        tagged with the task, then (answered) the task completes with the answer."""
+        stream = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        params = {**ASK_CONFIRM, "_meta": {RELATED_TASK: {"taskId": task_id}}}
+        try:
+            answer = await self._ask(stream, "elicitation/create", params)
+            if answer is None:  # released at teardown
+                return stream
+            task = self.tasks[task_id]
+            task["status"] = "completed"
+            text = "confirmed: " + _answer_text("elicitation/create", answer)
+            result = {"content": [{"type": "text", "text": text}]}
+            self.task_results[task_id] = {"text": text, "result": result}
+            await self._note(self.results, result)
+            related = {RELATED_TASK: {"taskId": task_id}}
+            await stream.write(_sse(_rpc_result(id_, {**result, "_meta": related})))
+        except (ConnectionError, RuntimeError):
+            pass  # the gateway went away
+        return stream
+
+    def _tasks_request(self, id_: Any, method: str, message: dict[str, Any]) -> dict[str, Any]:
+        params = message.get("params") or {}
+        if method == "tools/list":
+            tools: list[dict[str, Any]] = [
+                {
+                    "name": "echo",
+                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                }
+            ]
+            tools += [
+                {
+                    "name": name,
+                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                    "execution": {"taskSupport": support},
+                }
+                for name, support in TASK_TOOLS.items()
+            ]
+            return _rpc_result(id_, {"tools": tools})
+        if method == "tools/call":
+            self.calls += 1
+            self.task_params.append(params)
+            text = str((params.get("arguments") or {}).get("text", ""))
+            if "task" not in params:
+                if TASK_TOOLS.get(str(params.get("name"))) == "required":
+                    return _rpc_error(id_, -32601, "this tool runs only as a task")
+                return _rpc_result(id_, {"content": [{"type": "text", "text": f"echo: {text}"}]})
+            task_id = f"task-{len(self.tasks) + 1}"
+            task = {
+                "taskId": task_id,
+                "status": "working",
+                "statusMessage": "on it",
+                "createdAt": TASK_TIME,
+                "lastUpdatedAt": TASK_TIME,
+                "ttl": 60000,
+                "pollInterval": 250,
+            }
+            if params.get("name") == "confirm":
+                task["status"] = "input_required"
+                task["statusMessage"] = "needs your go-ahead"
+            self.tasks[task_id] = task
+            self.task_results[task_id] = {"text": text}
+            return _rpc_result(id_, {"task": dict(task)})
+        if method not in ("tasks/get", "tasks/result", "tasks/cancel"):
+            return _rpc_error(id_, -32601, f"Method not found: {method}")
+        task_id = params.get("taskId")
+        self.task_requests.append((method, task_id))
+        found = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        if found is None:
+            return _rpc_error(id_, -32602, f"Unknown task: {task_id}")
+        terminal = found["status"] in ("completed", "failed", "cancelled")
+        if method == "tasks/get":
+            return _rpc_result(id_, dict(found))
+        if method == "tasks/cancel":
+            if terminal:
+                return _rpc_error(id_, -32602, "the task is already terminal")
+            found["status"] = "cancelled"
+            return _rpc_result(id_, dict(found))
+        outcome = self.task_results[str(task_id)].get("result")
+        if outcome is None:
+            # A real server blocks until the task ends; the gateway asks only then.
+            return _rpc_error(id_, -32603, "tasks/result before the task ended")
+        related = {RELATED_TASK: {"taskId": task_id}}
+        return _rpc_result(id_, {**outcome, "_meta": related})
 
     # ---------------------------------------------------------- the `notify` behaviour
 
