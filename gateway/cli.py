@@ -176,29 +176,41 @@ def _describe_settings(settings: Settings) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
 
 
+# Options `probe` and `stdio` share: how to reach and name the upstream.
+VersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--version", metavar="REV", help="Pin the upstream's revision instead of probing."
+    ),
+]
+TransportOption = Annotated[
+    str, typer.Option(metavar="TRANSPORT", help="auto, http (Streamable HTTP) or sse.")
+]
+HeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        "-H",
+        metavar="NAME=ENV_VAR",
+        help="Send header NAME (e.g. Authorization) upstream with the value of environment "
+        "variable ENV_VAR; repeatable.",
+    ),
+]
+
+
 @app.command()
 def probe(
-    upstream: Annotated[str, typer.Argument(metavar="UPSTREAM", help="The server's http(s) URL.")],
+    upstream: Annotated[
+        str,
+        typer.Argument(metavar="UPSTREAM", help="The server: an http(s):// URL or stdio:COMMAND."),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    version: Annotated[
-        str | None,
-        typer.Option("--version", metavar="REV", help="Pin the revision instead of probing."),
-    ] = None,
-    transport: Annotated[
-        str, typer.Option(metavar="TRANSPORT", help="auto, http (Streamable HTTP) or sse.")
-    ] = "auto",
+    version: VersionOption = None,
+    transport: TransportOption = "auto",
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Per-request timeout.", min=0.001)
     ] = 30.0,
-    header: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--header",
-            "-H",
-            metavar="NAME=ENV_VAR",
-            help="Send header NAME with the value of environment variable ENV_VAR; repeatable.",
-        ),
-    ] = None,
+    header: HeaderOption = None,
 ) -> None:
     """Probe an upstream MCP server: its era, revision, transport, identity and what it offers."""
     transport = _choice("--transport", transport, TRANSPORTS) or "auto"
@@ -250,26 +262,13 @@ def stdio(
             help="The server to front: an http(s):// URL or stdio:COMMAND.",
         ),
     ],
-    version: Annotated[
-        str | None,
-        typer.Option("--version", metavar="REV", help="Pin the upstream's revision."),
-    ] = None,
-    transport: Annotated[
-        str, typer.Option(metavar="TRANSPORT", help="auto, http (Streamable HTTP) or sse.")
-    ] = "auto",
+    version: VersionOption = None,
+    transport: TransportOption = "auto",
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Per-call upstream timeout.", min=0.001)
     ] = 300.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
-    header: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--header",
-            "-H",
-            metavar="NAME=ENV_VAR",
-            help="Send header NAME (e.g. Authorization) upstream with the value of ENV_VAR.",
-        ),
-    ] = None,
+    header: HeaderOption = None,
 ) -> None:
     """Serve one local stdio MCP client, of any revision, in front of an upstream of any other.
 
