@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -176,6 +177,9 @@ def _describe_settings(settings: Settings) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
 
 
+# How `probe` names the transport it found.
+TRANSPORT_NAMES = {"http": "streamable-http", "sse": "http+sse", "stdio": "stdio"}
+
 # Options `probe` and `stdio` share: how to reach and name the upstream.
 VersionOption = Annotated[
     str | None,
@@ -326,10 +330,10 @@ async def _probe(
         try:
             verdict = await link.ensure("anonymous", {})
             return {
-                "upstream": settings.url,
+                "upstream": settings.url or shlex.join(settings.command or []),
                 "era": "legacy" if verdict.adapter.has_handshake else "modern",
                 "revision": verdict.adapter.version,
-                "transport": "streamable-http" if verdict.transport == "http" else "http+sse",
+                "transport": TRANSPORT_NAMES.get(verdict.transport, verdict.transport),
                 "supported_revisions": list(verdict.profile.versions),
                 "server_info": verdict.profile.info,
                 "capabilities": verdict.profile.capabilities,
