@@ -12,6 +12,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -53,6 +54,18 @@ log = structlog.get_logger(__name__)
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 SESSION_QUERY = "sessionId"
+
+
+@dataclass
+class Inbound:
+    """What every call of one POST shares: who sent it, in which revision, to what."""
+
+    adapter: Adapter
+    principal: str
+    forwarded: dict[str, str]
+    profile: ServerProfile | None
+    upstream_failure: Failure | None
+    session: Session | None
 
 
 class Responder:
@@ -191,13 +204,11 @@ class Endpoint:
         principal = session.principal if session is not None else principal_of(headers)
         forwarded = self._forwarded(headers)
         items = adapter.decode(preamble)
+        ctx = Inbound(adapter, principal, forwarded, None, None, session)
         try:
-            profile = await self.profile(principal, forwarded)
+            ctx.profile = await self.profile(principal, forwarded)
         except Failure as failure:
-            profile = None
-            upstream_failure: Failure | None = failure
-        else:
-            upstream_failure = None
+            ctx.upstream_failure = failure
 
         requests = [i for i in items if isinstance(i, Call) and not i.is_notification]
         failures = [i for i in items if isinstance(i, DecodeFailure)]
@@ -206,19 +217,19 @@ class Endpoint:
         # The handshake: the gateway answers it itself, with a new session (none
         # when the upstream cannot be reached: that initialize is answered with an error).
         for item in requests:
-            if item.operation is Operation.INITIALIZE and upstream_failure is None:
+            if item.operation is Operation.INITIALIZE and ctx.upstream_failure is None:
                 if session is None:
                     session = self.route.sessions.create(
                         adapter.version, principal, item.client.capabilities, item.client.info
                     )
+                    ctx.session = session
                 else:
                     session.view.protocol_version = adapter.version
                     session.view.capabilities = item.client.capabilities
                     session.view.info = item.client.info
                 if adapter.session_header and preamble.transport == "http":
                     response_headers["Mcp-Session-Id"] = session.id
-                assert profile is not None
-                self._join(session, principal, forwarded, item, profile)
+                self._join(ctx, session, item)
 
         for entry in items:
             if isinstance(entry, ClientReply) and session is not None:
@@ -228,10 +239,8 @@ class Endpoint:
                     session.view.initialized = True
                 elif entry.operation is Operation.CANCELLED and session is not None:
                     session.cancel(entry.params.get("requestId"))
-                elif profile is not None:
-                    self._spawn(
-                        self._notify(entry, adapter, profile, principal, forwarded, session)
-                    )
+                elif ctx.profile is not None:
+                    self._spawn(self._notify(ctx, entry))
 
         if not requests and not failures:
             return web.Response(status=202, headers=response_headers)
@@ -242,11 +251,7 @@ class Endpoint:
             for bad in failures:
                 session.deliver(adapter.encode_failure(bad.id, bad.failure))
             for call in requests:
-                self._spawn(
-                    self._answer_on_stream(
-                        call, adapter, profile, upstream_failure, principal, forwarded, session
-                    )
-                )
+                self._spawn(self._answer_on_stream(ctx, call, session))
             return web.Response(status=202, text="Accepted")
 
         responder = Responder(request, response_headers)
@@ -254,21 +259,7 @@ class Endpoint:
             answers = [
                 adapter.encode_failure(f.id, f.failure, None) for f in failures if f.id is not None
             ]
-            results = await asyncio.gather(
-                *(
-                    self._run(
-                        call,
-                        adapter,
-                        profile,
-                        upstream_failure,
-                        principal,
-                        forwarded,
-                        session,
-                        None,
-                    )
-                    for call in requests
-                )
-            )
+            results = await asyncio.gather(*(self._run(ctx, call, None) for call in requests))
             answers.extend(message for message, _ in results if message is not None)
             if failures and not answers:
                 return self._refuse(adapter, failures[0].failure)
@@ -276,27 +267,12 @@ class Endpoint:
         if failures:
             failure_item = failures[0]
             return self._refuse(adapter, failure_item.failure, failure_item.id, response_headers)
-        message, status = await self._run(
-            requests[0],
-            adapter,
-            profile,
-            upstream_failure,
-            principal,
-            forwarded,
-            session,
-            responder,
-        )
+        message, status = await self._run(ctx, requests[0], responder)
         return await responder.finish(message, status)
 
-    def _join(
-        self,
-        session: Session,
-        principal: str,
-        forwarded: dict[str, str],
-        call: Call,
-        profile: ServerProfile,
-    ) -> None:
+    def _join(self, ctx: Inbound, session: Session, call: Call) -> None:
         """The session hears change notifications on its standalone stream while open."""
+        assert ctx.profile is not None
 
         async def write(message: dict[str, Any]) -> None:
             if session.stream_open:
@@ -308,36 +284,27 @@ class Endpoint:
             session,
             lambda: self.adapters.by_version.get(session.view.protocol_version),
             write,
-            profile,
-            principal=principal,
-            headers=forwarded,
+            ctx.profile,
+            principal=ctx.principal,
+            headers=ctx.forwarded,
             client=call.client,
             lists=session.stream_open,
         )
 
     async def _run(
-        self,
-        call: Call,
-        adapter: Adapter,
-        profile: ServerProfile | None,
-        upstream_failure: Failure | None,
-        principal: str,
-        forwarded: dict[str, str],
-        session: Session | None,
-        responder: Responder | None,
+        self, ctx: Inbound, call: Call, responder: Responder | None
     ) -> tuple[dict[str, Any] | None, int]:
         """Run one call and encode its outcome; events go to ``responder``."""
         started = time.perf_counter()
+        adapter, profile = ctx.adapter, ctx.profile
         outcome: Outcome
         if profile is None:
-            assert upstream_failure is not None
-            outcome = upstream_failure
+            assert ctx.upstream_failure is not None
+            outcome = ctx.upstream_failure
             profile = ServerProfile()
         else:
-            exchange = self._exchange(
-                call, adapter, profile, principal, forwarded, session, responder
-            )
-            outcome = await self._handle(call, exchange, session)
+            exchange = self._exchange(ctx, profile, call, responder)
+            outcome = await self._handle(call, exchange, ctx.session)
         message = adapter.encode(call, profile, outcome)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
         if message is not None and "result" in message:
@@ -363,47 +330,24 @@ class Endpoint:
             if session is not None and call.id is not None and session.running.get(call.id) is task:
                 del session.running[call.id]
 
-    async def _answer_on_stream(
-        self,
-        call: Call,
-        adapter: Adapter,
-        profile: ServerProfile | None,
-        upstream_failure: Failure | None,
-        principal: str,
-        forwarded: dict[str, str],
-        session: Session,
-    ) -> None:
-        message, _ = await self._run(
-            call, adapter, profile, upstream_failure, principal, forwarded, session, None
-        )
+    async def _answer_on_stream(self, ctx: Inbound, call: Call, session: Session) -> None:
+        message, _ = await self._run(ctx, call, None)
         if message is not None:
             session.deliver(message)
 
-    async def _notify(
-        self,
-        call: Call,
-        adapter: Adapter,
-        profile: ServerProfile,
-        principal: str,
-        forwarded: dict[str, str],
-        session: Session | None,
-    ) -> None:
-        exchange = self._exchange(call, adapter, profile, principal, forwarded, session, None)
+    async def _notify(self, ctx: Inbound, call: Call) -> None:
+        assert ctx.profile is not None
+        exchange = self._exchange(ctx, ctx.profile, call, None)
         try:
             await self.route.forwarder.handle(call, exchange)
         except Exception:  # a notification has nobody to tell; log and move on
             log.exception("notification failed", method=call.method)
 
     def _exchange(
-        self,
-        call: Call,
-        adapter: Adapter,
-        profile: ServerProfile,
-        principal: str,
-        forwarded: dict[str, str],
-        session: Session | None,
-        responder: Responder | None,
+        self, ctx: Inbound, profile: ServerProfile, call: Call, responder: Responder | None
     ) -> Exchange:
+        adapter, session = ctx.adapter, ctx.session
+
         async def send(message: dict[str, Any]) -> None:
             if responder is not None:
                 await responder.send(message)
@@ -425,9 +369,9 @@ class Endpoint:
             call=call,
             route=self.route.path,
             profile=profile,
-            principal=principal,
+            principal=ctx.principal,
             request_id=uuid.uuid4().hex,
-            forward_headers=forwarded,
+            forward_headers=ctx.forwarded,
             emit=emit,
             ask=asker,
             can_park=adapter.carries_state,

@@ -40,6 +40,7 @@ from gateway.core import (
     ServerProfile,
     SessionView,
 )
+from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter
 from gateway.transport.common import (
     first_id,
@@ -63,10 +64,6 @@ ReadFn = Callable[[int], Awaitable[bytes]]
 WriteFn = Callable[[bytes], Awaitable[None]]
 
 STDIO_SESSION_ID = "stdio"
-
-
-def _is_notification(message: Any) -> bool:
-    return isinstance(message, dict) and "method" in message and "id" not in message
 
 
 class StdioServer:
@@ -181,7 +178,7 @@ class StdioServer:
         body = preamble.body
         selected = self.adapters.select(preamble)
         if isinstance(selected, Failure):
-            if not _is_notification(body):
+            if not rpc.is_notification(body):
                 message = reporter(self.adapters, preamble).encode_failure(first_id(body), selected)
                 await self.send(message)
             return
@@ -200,7 +197,7 @@ class StdioServer:
         answers: list[dict[str, Any]] = []
         for item, message in zip(items, raw, strict=True):
             if isinstance(item, DecodeFailure):
-                if not _is_notification(message):
+                if not rpc.is_notification(message):
                     answers.append(adapter.encode_failure(item.id, item.failure))
             elif isinstance(item, ClientReply):
                 if self.session is None or not self.session.resolve(item.id, item.answer):

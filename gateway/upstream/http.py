@@ -109,6 +109,15 @@ async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(buf)
 
 
+async def _check_sent(resp: aiohttp.ClientResponse) -> None:
+    """A notification or response POSTed upstream must be accepted (202/200/204)."""
+    if resp.status not in _SEND_OK:
+        body = await _error_body(resp)
+        raise CarrierError(
+            f"upstream refused a message with HTTP {resp.status}", status=resp.status, body=body
+        )
+
+
 async def _error_body(resp: aiohttp.ClientResponse) -> bytes:
     """Up to ``_MAX_ERROR_BODY`` bytes of an error response; never raises."""
     try:
@@ -361,13 +370,7 @@ class StreamableHttpCarrier(Carrier):
             client_timeout=self._post_timeout,
         )
         try:
-            if resp.status not in _SEND_OK:
-                body = await _error_body(resp)
-                raise CarrierError(
-                    f"upstream refused a message with HTTP {resp.status}",
-                    status=resp.status,
-                    body=body,
-                )
+            await _check_sent(resp)
         finally:
             resp.release()
 
@@ -660,13 +663,7 @@ class LegacySseCarrier(Carrier):
             client_timeout=self._post_timeout,
         )
         try:
-            if resp.status not in _SEND_OK:
-                body = await _error_body(resp)
-                raise CarrierError(
-                    f"upstream refused a message with HTTP {resp.status}",
-                    status=resp.status,
-                    body=body,
-                )
+            await _check_sent(resp)
             return resp.headers
         finally:
             resp.release()
