@@ -214,9 +214,12 @@ async def _rounds(bench: Bench) -> dict[str, Any]:
     sessions = []
     try:
         for spec in bench.specs:
-            http = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+            # The clients keep their connections between rounds (aiohttp's default
+            # drops them after 15 s idle): new client connections are not measured.
+            connector = aiohttp.TCPConnector(
+                limit=limit, limit_per_host=limit, keepalive_timeout=3600
             )
+            http = aiohttp.ClientSession(connector=connector)
             sessions.append(http)
             client: LegacyClient | ModernClient
             if spec.client == MODERN:
@@ -243,6 +246,7 @@ async def _rounds(bench: Bench) -> dict[str, Any]:
                     await bench.cell(spec, callers, round_)
             bench.check()
         wall = time.perf_counter() - started
+        rss_end = {mid.proc.name: mid.proc.rss_kib() for mid in bench.mids.values()}
         parking = None
         if config.park:
             parking = await park(
@@ -256,7 +260,6 @@ async def _rounds(bench: Bench) -> dict[str, Any]:
     finally:
         for http in sessions:
             await http.close()
-    rss_end = {mid.proc.name: mid.proc.rss_kib() for mid in bench.mids.values()}
     return {
         "wall_s": round(wall, 1),
         "rss_kib": {name: [rss_start[name], rss_end[name]] for name in rss_start},
