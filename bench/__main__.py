@@ -34,7 +34,7 @@ def _num(value: Any, fmt: str, width: int) -> str:
 
 
 HEADER = (
-    f"{'path':<44} {'calls':>6} {'err':>3} {'req/s':>6} {'xref':>5} {'p50ms':>6} {'+p50':>5} "
+    f"{'path':<47} {'calls':>6} {'err':>3} {'req/s':>6} {'xref':>5} {'p50ms':>6} {'+p50':>5} "
     f"{'xref':>5} {'p99ms':>6} {'+p99':>6} {'xref':>5} {'midCPU':>6} {'upCPU':>5} {'conns':>5} "
     f"{'upreq':>5}"
 )
@@ -43,7 +43,7 @@ HEADER = (
 def _row(row: dict[str, Any]) -> str:
     return " ".join(
         [
-            f"{row['label']:<44}",
+            f"{row['label']:<47}",
             _num(row["calls"], "d", 6),
             _num(row["errors"], "d", 3),
             _num(row["throughput_rps"], ".0f", 6),
