@@ -1,7 +1,7 @@
-"""The processes under test: the demo upstream and `gateway serve`, each in its own group.
+"""The processes under test: upstreams, reference proxies and gateways, each in its own group.
 
 Everything binds to 127.0.0.1 on a free port.  Every process is started with
-``start_new_session=True`` so it leads its own process group, and `Stack.close`
+``start_new_session=True`` so it leads its own process group, and `Lab.close`
 (also run from ``atexit``) ends each group: SIGTERM, a short wait, then SIGKILL.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -23,23 +24,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-# The upstream: the gateway's bundled demo server, alone in its own process.
-_UPSTREAM_CODE = """
-import asyncio, sys
-from gateway.demo import start_demo
-
-async def main() -> None:
-    runner, url = await start_demo("127.0.0.1", int(sys.argv[1]))
-    print(url, flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
-
-asyncio.run(main())
-"""
 
 
 def free_port() -> int:
@@ -105,18 +89,12 @@ class Proc:
 
 
 @dataclass
-class Stack:
-    """The upstream and the gateway in front of it; stops both on close (or at exit)."""
+class Lab:
+    """Every process of a run; `close` (also at exit) stops them all, newest first."""
 
-    gateway_log_level: str = "info"
-    # When set, the gateway runs under cProfile, which writes its stats here on exit.
-    profile_path: Path | None = None
+    gateway_log_level: str = "warning"
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-")))
     procs: list[Proc] = field(default_factory=list)
-    upstream_url: str = ""
-    gateway_url: str = ""
-    upstream: Proc = field(init=False)
-    gateway: Proc = field(init=False)
 
     def __post_init__(self) -> None:
         atexit.register(self.close)
@@ -141,41 +119,88 @@ class Stack:
         self.procs.append(proc)
         return proc
 
-    def start(self, timeout: float = 30.0) -> None:
-        up_port = free_port()
-        self.upstream = self._spawn(
-            "upstream", [sys.executable, "-c", _UPSTREAM_CODE, str(up_port)]
-        )
-        self.upstream_url = f"http://{HOST}:{up_port}/mcp"
-        _wait_port(up_port, timeout, self.upstream)
+    def upstream(self, kind: str, timeout: float = 30.0) -> Upstream:
+        """``legacy`` (the demo server) or ``modern`` (bench.upstreams' echo server)."""
+        port, stats_port = free_port(), free_port()
+        argv = [sys.executable, "-m", "bench.upstreams", kind, str(port), str(stats_port)]
+        proc = self._spawn(f"upstream-{kind}", argv)
+        _wait_port(port, timeout, proc)
+        _wait_port(stats_port, timeout, proc)
+        return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
-        gw_port = free_port()
-        profiler = ["-m", "cProfile", "-o", str(self.profile_path)] if self.profile_path else []
+    def refproxy(self, name: str, target: str, timeout: float = 30.0) -> Mid:
+        port = free_port()
+        proc = self._spawn(name, [sys.executable, "-m", "bench.refproxy", str(port), target])
+        _wait_port(port, timeout, proc)
+        return Mid(proc, f"http://{HOST}:{port}/mcp", gateway=False)
+
+    def gateway(
+        self,
+        name: str,
+        target: str,
+        *,
+        uvloop: bool = False,
+        profile_path: Path | None = None,
+        timeout: float = 30.0,
+    ) -> Mid:
+        port = free_port()
+        launcher = [sys.executable, "-m", "bench.gwlaunch"]
+        if uvloop:
+            launcher.append("--uvloop")
+        if profile_path is not None:
+            launcher += ["--profile", str(profile_path)]
         argv = [
-            sys.executable,
-            *profiler,
-            "-m",
-            "gateway",
+            *launcher,
+            "--",
             "serve",
             "--listen",
-            f"{HOST}:{gw_port}",
+            f"{HOST}:{port}",
             "--route",
-            f"/mcp={self.upstream_url}",
+            f"/mcp={target}",
             "--log-level",
             self.gateway_log_level,
             "--drain-timeout",
             "1",
         ]
-        self.gateway = self._spawn("gateway", argv)
-        base = f"http://{HOST}:{gw_port}"
-        self.gateway_url = base + "/mcp"
+        proc = self._spawn(name, argv)
+        base = f"http://{HOST}:{port}"
         # /readyz answers 200 once the gateway has probed the upstream's revision.
-        _wait_http(base + "/readyz", timeout, self.gateway)
+        _wait_http(base + "/readyz", timeout, proc)
+        return Mid(proc, base + "/mcp", gateway=True)
 
     def close(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()
         self.procs.clear()
+
+
+@dataclass
+class Upstream:
+    proc: Proc
+    url: str
+    stats_port: int
+
+    def counts(self) -> dict[str, int]:
+        """Connections accepted and requests served so far (see bench.upstreams)."""
+        with socket.create_connection((HOST, self.stats_port), timeout=5) as sock:
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+        counts: dict[str, int] = json.loads(data)
+        return counts
+
+
+@dataclass
+class Mid:
+    """What sits between client and upstream: the reference proxy or a gateway."""
+
+    proc: Proc
+    url: str
+    gateway: bool
+
+    def stopped_from_outside(self) -> bool:
+        """Whether the gateway logged a shutdown the benchmark did not ask for."""
+        return self.gateway and "shutting down" in self.proc.log_path.read_text(errors="replace")
 
 
 def _wait_port(port: int, timeout: float, proc: Proc) -> None:

@@ -1,216 +1,273 @@
-"""The benchmark: start the processes, run the phases, collect the figures."""
+"""The benchmark: start every process, run the rotating rounds, collect the figures.
+
+Paths measured (``tools/call echo``, every answer checked):
+
+  direct       a client straight to its upstream, same revision
+  reference    the same client through bench.refproxy (bytes forwarded, nothing parsed)
+  gateway      a client through `gateway serve`, same era or across eras
+
+against two upstreams: the gateway's demo server (2025-11-25, handshake era) and
+bench.upstreams' modern echo server (2026-07-28, stateless).  Each round runs
+every path at every caller count; the order of the paths rotates from round
+to round so drift (other load on the machine, warming caches) spreads evenly.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import platform
-import pstats
-import re
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from bench.load import LoadResult, run_load
-from bench.procs import REPO, Proc, Stack
-from bench.wire import LegacyClient, ModernClient
+from bench.parking import park
+from bench.procs import Lab, Mid, Proc, Upstream
+from bench.wire import LEGACY, MODERN, LegacyClient, ModernClient
 
 
 @dataclass(frozen=True)
 class Config:
-    sequential: int = 2000
-    concurrent: int = 5000
-    concurrency: int = 32
+    rounds: int = 4
+    callers: tuple[int, ...] = (1, 16, 64)
+    calls_sequential: int = 300  # per path and round, 1 caller
+    calls_concurrent: int = 1500  # per path and round, 16 or 64 callers
     warmup: int = 200
-    park: int = 2000
-    park_concurrency: int = 32
-    phase_cap_s: float = 60.0  # no call of a phase starts after this
+    phase_cap_s: float = 30.0  # no call of a cell starts after this
     call_timeout_s: float = 10.0
-    park_timeout_s: float = 5.0
-    gateway_log_level: str = "info"
+    gateway_log_level: str = "warning"
+    uvloop: bool = False  # also the gateway on uvloop (bench-only launcher)
+    park: int = 0  # abandoned greet_me calls after the rounds (0: none)
 
     @classmethod
-    def quick(cls, gateway_log_level: str = "info") -> Config:
-        return cls(
-            sequential=200,
-            concurrent=500,
-            warmup=20,
-            park=200,
-            phase_cap_s=5.0,
-            call_timeout_s=5.0,
-            park_timeout_s=2.0,
-            gateway_log_level=gateway_log_level,
-        )
+    def quick(cls, **overrides: Any) -> Config:
+        small = {"rounds": 2, "calls_sequential": 100, "calls_concurrent": 300, "warmup": 50}
+        return cls(**{**small, **overrides})
+
+    def calls(self, callers: int) -> int:
+        return self.calls_sequential if callers == 1 else self.calls_concurrent
 
 
 class OutsideSignal(RuntimeError):
-    """The gateway was stopped by something other than the benchmark."""
+    """A gateway was stopped by something other than the benchmark."""
 
 
-# (label, client revision, through the gateway?)
-SCENARIOS = (
-    ("2025-11-25 client, direct to upstream", "2025-11-25", False),
-    ("2025-11-25 client, via gateway", "2025-11-25", True),
-    ("2026-07-28 client, via gateway", "2026-07-28", True),
-)
+@dataclass(frozen=True)
+class PathSpec:
+    key: str
+    label: str
+    client: str  # the client's revision
+    upstream: str  # "legacy" (demo, 2025-11-25) or "modern" (2026-07-28 echo)
+    via: str  # "direct", "ref", "gw" or "gw-uvloop"
 
 
-def _connector(limit: int) -> aiohttp.TCPConnector:
-    return aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+def paths(uvloop: bool) -> list[PathSpec]:
+    specs = [
+        PathSpec(
+            "direct-L", "2025-11-25 client -> legacy upstream, direct", LEGACY, "legacy", "direct"
+        ),
+        PathSpec("ref-L", "2025-11-25 client -> ref proxy -> legacy", LEGACY, "legacy", "ref"),
+        PathSpec("gw-L-same", "2025-11-25 client -> gateway -> legacy", LEGACY, "legacy", "gw"),
+        PathSpec("gw-L-cross", "2026-07-28 client -> gateway -> legacy", MODERN, "legacy", "gw"),
+        PathSpec(
+            "direct-M", "2026-07-28 client -> modern upstream, direct", MODERN, "modern", "direct"
+        ),
+        PathSpec("ref-M", "2026-07-28 client -> ref proxy -> modern", MODERN, "modern", "ref"),
+        PathSpec("gw-M-same", "2026-07-28 client -> gateway -> modern", MODERN, "modern", "gw"),
+        PathSpec("gw-M-cross", "2025-11-25 client -> gateway -> modern", LEGACY, "modern", "gw"),
+    ]
+    if uvloop:
+        specs += [
+            PathSpec(
+                s.key + "-uv",
+                s.label.replace("gateway", "gateway[uvloop]"),
+                s.client,
+                s.upstream,
+                "gw-uvloop",
+            )
+            for s in specs
+            if s.via == "gw"
+        ]
+    return specs
 
 
-def _check(stack: Stack) -> None:
-    for proc in (stack.upstream, stack.gateway):
-        proc.check_alive()
-    if '"event": "shutting down"' in stack.gateway.log_path.read_text(errors="replace"):
-        raise OutsideSignal(
-            "the gateway received SIGTERM/SIGINT from outside the benchmark (see "
-            f"{stack.gateway.log_path}); its figures are void, run again"
+@dataclass
+class Cell:
+    """One path at one caller count, summed over the rounds."""
+
+    ok: int = 0
+    errors: int = 0
+    elapsed_s: float = 0.0
+    first_error: str = ""
+    capped: bool = False
+    latencies_s: list[float] = field(default_factory=list)
+    round_rps: list[float] = field(default_factory=list)
+    mid_cpu_s: float = 0.0
+    upstream_cpu_s: float = 0.0
+    connections: int = 0
+    upstream_requests: int = 0
+
+    def add(self, result: LoadResult) -> None:
+        self.ok += result.ok
+        self.errors += result.errors
+        self.elapsed_s += result.elapsed_s
+        self.capped |= result.capped
+        self.first_error = self.first_error or result.first_error
+        self.latencies_s += result.latencies_s
+        self.round_rps.append(round(result.throughput, 1))
+
+    def percentile_ms(self, q: float) -> float:
+        return LoadResult(latencies_s=self.latencies_s).percentile_ms(q)
+
+    def summary(self) -> dict[str, Any]:
+        per_call = 1e6 / self.ok if self.ok else float("nan")
+        return {
+            "calls": self.ok,
+            "errors": self.errors,
+            **({"first_error": self.first_error} if self.first_error else {}),
+            "capped": self.capped,
+            "throughput_rps": round(self.ok / self.elapsed_s, 1) if self.elapsed_s else 0.0,
+            "round_rps": self.round_rps,
+            "p50_ms": round(self.percentile_ms(50), 3),
+            "p90_ms": round(self.percentile_ms(90), 3),
+            "p99_ms": round(self.percentile_ms(99), 3),
+            "mid_cpu_us_per_call": round(self.mid_cpu_s * per_call, 1),
+            "upstream_cpu_us_per_call": round(self.upstream_cpu_s * per_call, 1),
+            "upstream_connections_opened": self.connections,
+            "upstream_requests_per_call": round(self.upstream_requests / self.ok, 3)
+            if self.ok
+            else None,
+        }
+
+
+@dataclass
+class Bench:
+    config: Config
+    lab: Lab
+    upstreams: dict[str, Upstream]
+    mids: dict[tuple[str, str], Mid]  # (via, upstream kind) -> process
+    specs: list[PathSpec]
+    clients: dict[str, LegacyClient | ModernClient] = field(default_factory=dict)
+    cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
+
+    def url(self, spec: PathSpec) -> str:
+        if spec.via == "direct":
+            return self.upstreams[spec.upstream].url
+        return self.mids[(spec.via, spec.upstream)].url
+
+    def mid(self, spec: PathSpec) -> Proc | None:
+        mid = self.mids.get((spec.via, spec.upstream))
+        return mid.proc if mid else None
+
+    async def cell(self, spec: PathSpec, callers: int, round_: int) -> None:
+        upstream = self.upstreams[spec.upstream]
+        mid = self.mid(spec)
+        before = upstream.counts()
+        mid_cpu = mid.cpu_seconds() if mid else 0.0
+        up_cpu = upstream.proc.cpu_seconds()
+        result = await run_load(
+            self.clients[spec.key].echo,
+            total=self.config.calls(callers),
+            concurrency=callers,
+            time_cap_s=self.config.phase_cap_s,
+            call_timeout_s=self.config.call_timeout_s,
+            first_id=1_000_000 * (round_ + 1) + 10_000 * callers,
         )
+        after = upstream.counts()
+        cell = self.cells.setdefault((spec.key, callers), Cell())
+        cell.add(result)
+        cell.mid_cpu_s += (mid.cpu_seconds() - mid_cpu) if mid else 0.0
+        cell.upstream_cpu_s += upstream.proc.cpu_seconds() - up_cpu
+        cell.connections += after["connections"] - before["connections"]
+        cell.upstream_requests += after["requests"] - before["requests"]
+
+    def check(self) -> None:
+        for proc in self.lab.procs:
+            proc.check_alive()
+        for mid in self.mids.values():
+            if mid.stopped_from_outside():
+                raise OutsideSignal(
+                    f"{mid.proc.name} was signalled from outside the benchmark (see "
+                    f"{mid.proc.log_path}); its figures are void, run again"
+                )
 
 
-async def _measured(
-    stack: Stack,
-    call: Callable[[int], Awaitable[None]],
-    *,
-    total: int,
-    concurrency: int,
-    config: Config,
-    first_id: int,
-) -> dict[str, Any]:
-    procs: dict[str, Proc] = {"gateway": stack.gateway, "upstream": stack.upstream}
-    cpu0 = {name: proc.cpu_seconds() for name, proc in procs.items()}
-    client0 = time.process_time()
-    result = await run_load(
-        call,
-        total=total,
-        concurrency=concurrency,
-        time_cap_s=config.phase_cap_s,
-        call_timeout_s=config.call_timeout_s,
-        first_id=first_id,
-    )
-    cpu = {name: proc.cpu_seconds() - cpu0[name] for name, proc in procs.items()}
-    cpu["client"] = time.process_time() - client0
-    summary = result.summary()
-    summary["concurrency"] = concurrency
-    summary["cpu_s"] = {name: round(seconds, 3) for name, seconds in cpu.items()}
-    summary["cpu_us_per_call"] = {
-        name: round(seconds / result.ok * 1e6, 1) if result.ok else None
-        for name, seconds in cpu.items()
-    }
-    return summary
+def start(config: Config, lab: Lab) -> Bench:
+    upstreams = {kind: lab.upstream(kind) for kind in ("legacy", "modern")}
+    mids: dict[tuple[str, str], Mid] = {}
+    for kind, upstream in upstreams.items():
+        mids[("ref", kind)] = lab.refproxy(f"ref-{kind}", upstream.url)
+        mids[("gw", kind)] = lab.gateway(f"gateway-{kind}", upstream.url)
+        if config.uvloop:
+            mids[("gw-uvloop", kind)] = lab.gateway(
+                f"gateway-uvloop-{kind}", upstream.url, uvloop=True
+            )
+    return Bench(config, lab, upstreams, mids, paths(config.uvloop))
 
 
-async def _scenario(
-    stack: Stack, label: str, revision: str, via_gateway: bool, config: Config
-) -> dict[str, Any]:
-    url = stack.gateway_url if via_gateway else stack.upstream_url
-    runs: dict[str, Any] = {}
-    limit = max(config.concurrency, 1)
-    async with aiohttp.ClientSession(connector=_connector(limit)) as http:
-        client: ModernClient | LegacyClient
-        if revision == "2026-07-28":
-            client = ModernClient(http, url)
-        else:
-            client = LegacyClient(http, url)
-            await client.initialize()  # once: every call below reuses the session
-        warm = await run_load(
-            client.echo,
-            total=config.warmup,
-            concurrency=min(8, limit),
-            time_cap_s=config.phase_cap_s,
-            call_timeout_s=config.call_timeout_s,
-        )
-        if warm.errors:
-            raise RuntimeError(f"{label}: warm-up failed: {warm.first_error}")
-        runs["sequential"] = await _measured(
-            stack,
-            client.echo,
-            total=config.sequential,
-            concurrency=1,
-            config=config,
-            first_id=1_000_000,
-        )
-        runs["concurrent"] = await _measured(
-            stack,
-            client.echo,
-            total=config.concurrent,
-            concurrency=config.concurrency,
-            config=config,
-            first_id=2_000_000,
-        )
-    _check(stack)
-    return {"label": label, "client": revision, "via_gateway": via_gateway, **runs}
-
-
-async def _parked_gauge(http: aiohttp.ClientSession, stack: Stack) -> float | None:
-    """`gateway_parked_calls` from the gateway's /metrics."""
-    url = stack.gateway_url.removesuffix("/mcp") + "/metrics"
+async def _rounds(bench: Bench) -> dict[str, Any]:
+    config = bench.config
+    limit = max(config.callers)
+    sessions = []
     try:
-        async with asyncio.timeout(5), http.get(url) as resp:
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
-        return None
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("gateway_parked_calls{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-async def _park(stack: Stack, config: Config) -> dict[str, Any]:
-    """Abandoned `greet_me` calls of a 2026-07-28 client: each answered input_required
-    (the upstream's elicitation parked in the gateway) and never retried."""
-    rss_before = stack.gateway.rss_kib()
-    upstream_before = stack.upstream.rss_kib()
-    async with aiohttp.ClientSession(connector=_connector(config.park_concurrency)) as http:
-        client = ModernClient(http, stack.gateway_url)
-        result: LoadResult = await run_load(
-            client.greet_and_abandon,
-            total=config.park,
-            concurrency=config.park_concurrency,
-            time_cap_s=config.phase_cap_s,
-            call_timeout_s=config.park_timeout_s,
-            stop_on_error=True,  # a stall shows at the first timeout; do not wait out the rest
-            first_id=3_000_000,
-        )
-        await asyncio.sleep(0.5)  # let the gateway settle (expiry timers, buffers)
-        parked = await _parked_gauge(http, stack)
-        rss_after = stack.gateway.rss_kib()
-        # Is the route still usable for an ordinary call, with those calls parked?
-        echo_ok = True
-        echo_error = ""
-        try:
-            async with asyncio.timeout(min(3.0, config.park_timeout_s + 1)):
-                await client.echo(4_000_000)
-        except Exception as exc:  # a stalled route times out
-            echo_ok = False
-            echo_error = f"{type(exc).__name__}: {exc}"[:200]
-    _check(stack)
-    count = int(parked) if parked is not None else result.ok
-    growth = rss_after - rss_before
+        for spec in bench.specs:
+            # The clients keep their connections between rounds (aiohttp's default
+            # drops them after 15 s idle): new client connections are not measured.
+            connector = aiohttp.TCPConnector(
+                limit=limit, limit_per_host=limit, keepalive_timeout=3600
+            )
+            http = aiohttp.ClientSession(connector=connector)
+            sessions.append(http)
+            client: LegacyClient | ModernClient
+            if spec.client == MODERN:
+                client = ModernClient(http, bench.url(spec))
+            else:
+                client = LegacyClient(http, bench.url(spec))
+                await client.initialize()  # once: every call reuses the session
+            bench.clients[spec.key] = client
+            warm = await run_load(
+                client.echo,
+                total=config.warmup,
+                concurrency=16,
+                time_cap_s=config.phase_cap_s,
+                call_timeout_s=config.call_timeout_s,
+            )
+            if warm.errors:
+                raise RuntimeError(f"{spec.label}: warm-up failed: {warm.first_error}")
+        rss_start = {mid.proc.name: mid.proc.rss_kib() for mid in bench.mids.values()}
+        started = time.perf_counter()
+        for round_ in range(config.rounds):
+            for callers in config.callers:
+                shift = round_ % len(bench.specs)
+                for spec in bench.specs[shift:] + bench.specs[:shift]:
+                    await bench.cell(spec, callers, round_)
+            bench.check()
+        wall = time.perf_counter() - started
+        rss_end = {mid.proc.name: mid.proc.rss_kib() for mid in bench.mids.values()}
+        parking = None
+        if config.park:
+            parking = await park(
+                bench.mids[("gw", "legacy")],
+                bench.upstreams["legacy"],
+                calls=config.park,
+                concurrency=32,
+                timeout_s=5.0,
+            )
+            bench.check()
+    finally:
+        for http in sessions:
+            await http.close()
     return {
-        "attempted": result.requests,
-        "answered_input_required": result.ok,
-        "failed": result.errors,
-        "first_error": result.first_error,
-        "parked_gauge": parked,
-        "elapsed_s": round(result.elapsed_s, 3),
-        "gateway_rss_kib_before": rss_before,
-        "gateway_rss_kib_after": rss_after,
-        "gateway_rss_growth_kib": growth,
-        "kib_per_parked_call": round(growth / count, 2) if count else None,
-        "upstream_rss_growth_kib": stack.upstream.rss_kib() - upstream_before,
-        "echo_after_parking_ok": echo_ok,
-        **({"echo_after_parking_error": echo_error} if echo_error else {}),
+        "wall_s": round(wall, 1),
+        "rss_kib": {name: [rss_start[name], rss_end[name]] for name in rss_start},
+        **({"parking": parking} if parking else {}),
     }
 
 
-def _machine() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     model = ""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -229,107 +286,65 @@ def _machine() -> dict[str, Any]:
     }
 
 
-async def _run(stack: Stack, config: Config) -> dict[str, Any]:
-    gateway = stack.gateway
-    rss_start = gateway.rss_kib()
-    cpu_start = gateway.cpu_seconds()
-    wall_start = time.perf_counter()
-    scenarios = [
-        await _scenario(stack, label, revision, via, config) for label, revision, via in SCENARIOS
-    ]
-    load_wall = time.perf_counter() - wall_start
-    cpu_load = gateway.cpu_seconds() - cpu_start
-    rss_after_load = gateway.rss_kib()
-    parking = await _park(stack, config)
-    return {
-        "machine": _machine(),
-        "config": config.__dict__,
-        "scenarios": scenarios,
-        "gateway": {
-            "pid": gateway.pid,
-            "rss_kib_start": rss_start,
-            "rss_kib_after_load": rss_after_load,
-            "rss_kib_after_parking": parking["gateway_rss_kib_after"],
-            "cpu_s_during_load": round(cpu_load, 3),
-            "load_wall_s": round(load_wall, 3),
-        },
-        "parking": parking,
-    }
+def busy_cpu_s() -> float:
+    """CPU time all processes on the machine have used (from /proc/stat), in seconds."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run(config: Config, *, profile: bool = False) -> dict[str, Any]:
-    """Start everything, measure, stop everything (also on error or interrupt).
+def _loadavg() -> list[float]:
+    with open("/proc/loadavg") as loadavg:
+        return [float(x) for x in loadavg.read().split()[:3]]
 
-    With ``profile`` the gateway runs under cProfile (slower: its timings then
-    show where it spends time, not how fast it is) and the report gains its
-    hottest functions.
-    """
-    stack = Stack(gateway_log_level=config.gateway_log_level)
-    if profile:
-        stack.profile_path = stack.workdir / "gateway.prof"
+
+def ratios(bench: Bench) -> list[dict[str, Any]]:
+    """Every path at every caller count, with its ratios to the reference proxy."""
+    rows = []
+    for callers in bench.config.callers:
+        for spec in bench.specs:
+            row = {"path": spec.key, "label": spec.label, "callers": callers}
+            row |= bench.cells[(spec.key, callers)].summary()
+            ref = bench.cells[(f"ref-{spec.upstream[0].upper()}", callers)].summary()
+            direct = bench.cells[(f"direct-{spec.upstream[0].upper()}", callers)].summary()
+            if spec.via != "direct":
+                for q in ("p50", "p99"):
+                    added = row[f"{q}_ms"] - direct[f"{q}_ms"]
+                    ref_added = ref[f"{q}_ms"] - direct[f"{q}_ms"]
+                    row[f"{q}_added_ms"] = round(added, 3)
+                    row[f"{q}_added_x_ref"] = round(added / ref_added, 2) if ref_added > 0 else None
+                row["throughput_x_ref"] = (
+                    round(row["throughput_rps"] / ref["throughput_rps"], 3)
+                    if ref["throughput_rps"]
+                    else None
+                )
+            rows.append(row)
+    return rows
+
+
+def run(config: Config) -> dict[str, Any]:
+    """Start everything, measure, stop everything (also on error or interrupt)."""
+    lab = Lab(gateway_log_level=config.gateway_log_level)
+    load_start = _loadavg()
     try:
-        stack.start()
-        _check(stack)
-        report = asyncio.run(_run(stack, config))
+        bench = start(config, lab)
+        bench.check()
+        busy_start = busy_cpu_s()
+        own_start = sum(p.cpu_seconds() for p in lab.procs) + time.process_time()
+        extra = asyncio.run(_rounds(bench))
+        own_used = sum(p.cpu_seconds() for p in lab.procs) + time.process_time() - own_start
+        busy = busy_cpu_s() - busy_start
     finally:
-        stack.close()
-    if stack.profile_path is not None:
-        report["profile"] = profile_summary(stack.profile_path)
-    return report
-
-
-_IDLE = "'poll' of 'select.epoll'"
-_PREFIX = re.compile(r"^.*?/(site-packages|lib/python3\.\d+)/|^" + re.escape(str(REPO)) + "/")
-_GROUPS = (
-    ("gateway", ("/gateway/",)),
-    ("structlog + logging", ("structlog", "/logging/")),
-    ("prometheus_client", ("prometheus_client",)),
-    ("pydantic", ("pydantic",)),
-    ("aiohttp + multidict + yarl", ("aiohttp", "multidict", "yarl")),
-    ("asyncio + selectors", ("/asyncio/", "selectors")),
-    ("json (orjson, json)", ("orjson", "/json/")),
-)
-
-
-def profile_summary(path: Path, top: int = 20) -> dict[str, Any]:
-    """The gateway's own time (tottime) by library, and its hottest functions."""
-    if not path.exists():
-        return {"error": f"no profile written at {path} (the gateway did not exit cleanly)"}
-    stats = pstats.Stats(str(path))
-    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = getattr(
-        stats, "stats", {}
-    )
-    # Waiting in epoll is the process being idle, not working: left out of the shares.
-    idle = sum(entry[2] for key, entry in raw.items() if _IDLE in key[2])
-    raw = {key: entry for key, entry in raw.items() if _IDLE not in key[2]}
-    total = sum(entry[2] for entry in raw.values()) or 1.0
-    groups: dict[str, float] = {}
-    for (filename, _line, _name), entry in raw.items():
-        group = next(
-            (label for label, keys in _GROUPS if any(k in filename for k in keys)), "other"
-        )
-        if filename == "~":  # built-ins: socket calls, dict ops ...
-            group = "built-ins (C calls)"
-        groups[group] = groups.get(group, 0.0) + entry[2]
-    hottest = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)[:top]
+        lab.close()
     return {
-        "total_s": round(total, 3),
-        "idle_s": round(idle, 3),
-        "by_library_pct": {
-            name: round(100 * seconds / total, 1)
-            for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1])
-        },
-        "hottest": [
-            {
-                "function": f"{_short(filename)}:{line}({name})",
-                "calls": entry[1],
-                "tottime_s": round(entry[2], 3),
-                "cumtime_s": round(entry[3], 3),
-            }
-            for (filename, line, name), entry in hottest
-        ],
+        "machine": machine(),
+        "config": {**config.__dict__, "callers": list(config.callers)},
+        "load_average_before": load_start,
+        "load_average_after": _loadavg(),
+        "cpu_s_used_by_benchmark": round(own_used, 1),
+        # The machine's busy CPU time during the rounds minus what our processes used.
+        "cpu_s_used_by_others": round(max(0.0, busy - own_used), 1),
+        "rows": ratios(bench),
+        **extra,
     }
-
-
-def _short(filename: str) -> str:
-    return _PREFIX.sub("", filename)
