@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
+import functools
 from abc import ABC
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -190,8 +192,9 @@ class Adapter(ABC):
     content_meta: ClassVar[bool]  # `_meta` and annotations.lastModified on blocks
     structured_content: ClassVar[str]  # "none", "object" or "any"
     progress_message: ClassVar[bool]
-    # Task-only tools are offered (the client runs tasks through the tasks extension).
-    offers_task_tools: ClassVar[bool] = False
+    # Task-only tools are offered (the client runs tasks through the tasks extension):
+    # set on the `task_clients` view of an adapter, never on a revision class.
+    offers_task_tools: bool = False
     # HTTP transport facts.
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
@@ -209,6 +212,15 @@ class Adapter(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.version}>"
+
+    @functools.cached_property
+    def task_clients(self) -> Self:
+        """This same adapter toward clients whose tasks the gateway runs: task-only
+        tools are offered.  A copy of this instance, so a subclass (a later
+        revision) keeps every projection of its own for those clients too."""
+        view = copy.copy(self)
+        view.offers_task_tools = True
+        return view
 
     # ------------------------------------------------------ failure mapping
 

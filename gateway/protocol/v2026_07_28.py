@@ -205,7 +205,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         ):
             # The gateway runs the upstream's core tasks as extension tasks for this
             # client: its task-only tools are callable, so they are not hidden.
-            return _TASK_CLIENTS.encode_value(call, profile, value)
+            return self.task_clients.encode_value(call, profile, value)
         return super().encode_value(call, profile, value)
 
     def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -469,15 +469,6 @@ class Adapter2026_07_28(Adapter2025_11_25):
             },
         )
 
-
-class _TaskClients2026_07_28(Adapter2026_07_28):
-    """The same revision toward a client that declared the tasks extension, of an
-    upstream whose core tasks the gateway bridges: task-only tools are offered."""
-
-    offers_task_tools = True
-
-
-_TASK_CLIENTS = _TaskClients2026_07_28()
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAFE_INTEGER = 2**53 - 1
