@@ -733,6 +733,12 @@ class Adapter(ABC):
         supported = list(supported)
         return requested if requested in supported else max(supported)
 
+    def discover_result(
+        self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
+    ) -> dict[str, Any]:
+        """Discovery, on revisions that have it (``tasks``: the gateway runs tasks)."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "discovery is not part of this revision")
+
     def initialize_result(self, profile: ServerProfile, protocol_version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
             "protocolVersion": protocol_version,

@@ -28,6 +28,7 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol.adapter import (
+    TASKS_EXTENSION,
     Message,
     declares_tasks_extension,
     decode_header_value,
@@ -286,11 +287,17 @@ class Adapter2026_07_28(Adapter2025_11_25):
             params["_meta"] = meta
         return Event(event.method, params)
 
-    def discover_result(self, profile: ServerProfile, supported: list[str]) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "supportedVersions": supported,
-            "capabilities": self.capabilities(profile.capabilities),
-        }
+    def discover_result(
+        self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
+    ) -> dict[str, Any]:
+        capabilities = self.capabilities(profile.capabilities)
+        if tasks:
+            # The gateway runs the upstream's core tasks as the tasks extension's.
+            raw = capabilities.get("extensions")
+            extensions = dict(raw) if isinstance(raw, dict) else {}
+            extensions.setdefault(TASKS_EXTENSION, {})
+            capabilities = {**capabilities, "extensions": extensions}
+        result: dict[str, Any] = {"supportedVersions": supported, "capabilities": capabilities}
         if profile.instructions:
             result["instructions"] = profile.instructions
         return self.project_result(Operation.DISCOVER, result, profile)
