@@ -202,6 +202,8 @@ class Adapter(ABC):
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]
+    # Error codes only servers of this revision's era send (era evidence in a probe).
+    era_refusal_codes: ClassVar[frozenset[int]] = frozenset()
 
     # ------------------------------------------------------------------ flags
 
@@ -846,6 +848,24 @@ class Adapter(ABC):
         if kind is None:
             return Failure(FailureKind.UPSTREAM_ERROR, message, data, code=code)
         return Failure(kind, message, data)
+
+    def client_is_modern_refusal(self, error: Any) -> bool:
+        """Whether an error answering this revision's opening request (the era probe)
+        is one only a server of this revision's era sends: era evidence, though a
+        refusal.  Other codes (or none) say nothing about the era."""
+        code = error.get("code") if isinstance(error, dict) else None
+        return isinstance(code, int) and code in self.era_refusal_codes
+
+    def client_offered_versions(self, error: Any) -> list[str]:
+        """The revisions an "unsupported version" refusal offers instead (none when
+        the error is something else)."""
+        if not isinstance(error, dict) or not self.client_is_modern_refusal(error):
+            return []
+        if error.get("code") != self.codes.get(FailureKind.UNSUPPORTED_VERSION):
+            return []
+        data = error.get("data")
+        offered = data.get("supported") if isinstance(data, dict) else None
+        return [v for v in offered if isinstance(v, str)] if isinstance(offered, list) else []
 
     @property
     def client_error_kinds(self) -> dict[int, FailureKind]:

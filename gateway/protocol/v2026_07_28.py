@@ -116,6 +116,9 @@ class Adapter2026_07_28(Adapter2025_11_25):
         FailureKind.HEADER_MISMATCH: -32020,
         FailureKind.URL_ELICITATION_REQUIRED: -32603,  # never emitted: input_required instead
     }
+    # A modern server's refusal of a probe: header mismatch, missing capability,
+    # unsupported version (codes no earlier revision defines).
+    era_refusal_codes = frozenset({-32020, -32021, -32022})
     statuses = {
         **Adapter2025_11_25.statuses,
         FailureKind.UNKNOWN_METHOD: 404,
