@@ -212,6 +212,13 @@ class Adapter(ABC):
         """Handler state leaves the server on every revision that does not push asks."""
         return self.can_ask or self.asks_in_arguments
 
+    @classmethod
+    def named_version(cls, message: dict[str, Any]) -> str | None:
+        """The revision a message names for itself, on revisions whose every request
+        says it (no negotiation); None where this revision's messages say nothing.
+        How selection recognises such a message, whatever revision it names."""
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.version}>"
 

@@ -129,6 +129,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
         FailureKind.HEADER_MISMATCH: 400,
     }
 
+    @classmethod
+    def named_version(cls, message: dict[str, Any]) -> str | None:
+        """Every request names its revision in `_meta`."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        return version if isinstance(version, str) else None
+
     def translate_code(self, code: int) -> int:
         # Legacy "resource not found" reads as invalid params here.
         return -32602 if code == -32002 else code
