@@ -167,9 +167,11 @@ class Adapter(ABC):
 
     version: ClassVar[str]
 
-    # Behavioural flags: everything above the adapters branches on these.
+    # Behavioural flags: everything above the adapters branches on these (and on
+    # the derived `can_push_ask` and `carries_state` below).  `can_ask`: asks travel
+    # in results (`input_required`); `asks_in_arguments`: what cannot be pushed
+    # travels in reserved tool arguments and a tool result that says what is needed.
     can_ask: ClassVar[bool]
-    can_push_ask: ClassVar[bool]
     asks_in_arguments: ClassVar[bool]
     has_handshake: ClassVar[bool]
     allows_batch: ClassVar[bool]
@@ -208,8 +210,22 @@ class Adapter(ABC):
     # ------------------------------------------------------------------ flags
 
     @property
+    def can_push_ask(self) -> bool:
+        """Servers of this revision may put asks to clients as server-initiated
+        requests (the kinds `pushable_asks` lists).
+
+        Derived, so the flag and the table cannot disagree.  The seed's table says
+        False for 2024-11-05 and 2025-03-26; their specifications do define
+        `sampling/createMessage` and `roots/list` as server requests (schema
+        `ServerRequest`, client/sampling.mdx, client/roots.mdx), so here it is True
+        for them: they push those two and carry elicitation in arguments.
+        """
+        return bool(self.pushable_asks)
+
+    @property
     def carries_state(self) -> bool:
-        """Handler state leaves the server on every revision that does not push asks."""
+        """Handler state leaves the server and comes back on every revision that
+        cannot push every ask: `can_ask` or `asks_in_arguments` (as the seed says)."""
         return self.can_ask or self.asks_in_arguments
 
     @classmethod

@@ -58,7 +58,6 @@ class Adapter2026_07_28(Adapter2025_11_25):
     version = "2026-07-28"
 
     can_ask = True
-    can_push_ask = False
     asks_in_arguments = False
     has_handshake = False
     allows_batch = False
