@@ -107,7 +107,7 @@ class Forwarder:
             SubscriptionHub(upstream) if isinstance(upstream, SubscriptionUpstream) else None
         )
         # Extension tasks of clients that declare them, run as the upstream's core tasks.
-        self.tasks = TaskBridge(upstream)
+        self.tasks = TaskBridge(upstream, self.adapters)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation

@@ -23,6 +23,7 @@ from gateway.core.exchange import Asker, EventSink, Exchange
 from gateway.core.failure import Failure, FailureKind
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
 from gateway.core.preamble import Preamble, SessionView
+from gateway.core.task import Task
 
 __all__ = [
     "CACHEABLE",
@@ -51,6 +52,7 @@ __all__ = [
     "ResourceTemplateSpec",
     "ServerProfile",
     "SessionView",
+    "Task",
     "ToolSpec",
     "Value",
 ]

@@ -38,6 +38,7 @@ from gateway.core import (
     ResourceSpec,
     ResourceTemplateSpec,
     ServerProfile,
+    Task,
     ToolSpec,
     Value,
 )
@@ -96,6 +97,24 @@ KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structure
 
 # The tasks extension's identifier, in client and server `extensions`.
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# A task's fields (wire name -> the core Task's fact), in core tasks and in the
+# tasks extension: the same facts, two lifetimes renamed.
+CORE_TASK_FIELDS = {
+    "status": "status",
+    "statusMessage": "status_message",
+    "createdAt": "created_at",
+    "lastUpdatedAt": "last_updated_at",
+    "ttl": "ttl_ms",
+    "pollInterval": "poll_interval_ms",
+}
+EXTENSION_TASK_FIELDS = {
+    "status": "status",
+    "statusMessage": "status_message",
+    "createdAt": "created_at",
+    "lastUpdatedAt": "last_updated_at",
+    "ttlMs": "ttl_ms",
+    "pollIntervalMs": "poll_interval_ms",
+}
 
 # The reserved tool arguments that carry answers and state on revisions whose
 # asks travel in arguments (`asks_in_arguments`).
@@ -728,6 +747,52 @@ class Adapter(ABC):
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         return dict(ask.params)
 
+    # ---- tasks toward clients of the tasks extension (the gateway runs them)
+
+    def runs_client_tasks(self, capabilities: dict[str, Any]) -> bool:
+        """Whether a client's capabilities ask for its tools to run as tasks."""
+        return declares_tasks_extension(capabilities)
+
+    def task_id(self, params: dict[str, Any]) -> Any:
+        """The task a client's tasks request is about (as the client sent it)."""
+        return params.get("taskId")
+
+    def task_result(self, task: Task) -> dict[str, Any]:
+        """A `tools/call` the gateway runs as a task: the created task."""
+        return {"resultType": "task", **self._task_fields(task)}
+
+    def detailed_task_result(
+        self, task: Task, outcome: Outcome | None, requests: dict[str, Ask]
+    ) -> dict[str, Any]:
+        """A task with its outcome once terminal and the asks it waits on: a tool
+        error result is a completed task here, not a failed one."""
+        out = self._task_fields(task)
+        if isinstance(outcome, Value):
+            if out.get("status") == "failed" and outcome.result.get("isError") is True:
+                out["status"] = "completed"
+            out["result"] = outcome.result
+        elif isinstance(outcome, Failure):
+            error: dict[str, Any] = {
+                "code": outcome.code if outcome.code is not None else -32603,
+                "message": outcome.message,
+            }
+            if outcome.data is not None:
+                error["data"] = outcome.data
+            out["error"] = error
+        if requests:
+            out["inputRequests"] = {
+                key: {"method": ask.method, "params": dict(ask.params)}
+                for key, ask in requests.items()
+            }
+        return {"resultType": "complete", **out}
+
+    def _task_fields(self, task: Task) -> dict[str, Any]:
+        out: dict[str, Any] = {"taskId": task.id}
+        for wire, fact in EXTENSION_TASK_FIELDS.items():
+            if fact in task.facts:
+                out[wire] = task.facts[fact]
+        return out
+
     # ---- transport rules
 
     def check_http(self, preamble: Preamble) -> Failure | None:
@@ -933,6 +998,34 @@ class Adapter(ABC):
             versions=(str(result.get("protocolVersion", self.version)),),
             ask_kinds=tuple(kind.value for kind in self.ask_kinds),
         )
+
+    # ---- tasks of an upstream's own (core tasks: `task` on the request)
+
+    def client_runs_tool_tasks(self, capabilities: dict[str, Any]) -> bool:
+        """Whether an upstream's capabilities offer `tools/call` as tasks."""
+        return runs_tool_tasks(capabilities)
+
+    def client_as_task(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A request's params, asking the upstream to run it as a task."""
+        return {**params, "task": {}}
+
+    def client_task_params(self, task_id: Any) -> dict[str, Any]:
+        """The params of the upstream's tasks requests about one task."""
+        return {"taskId": task_id}
+
+    def client_read_task(self, result: dict[str, Any]) -> Task | None:
+        """A task (the result of the upstream's `tasks/get`), or None if it is not one."""
+        task_id = result.get("taskId")
+        if not isinstance(task_id, str):
+            return None
+        facts = {fact: result[wire] for wire, fact in CORE_TASK_FIELDS.items() if wire in result}
+        return Task(task_id, facts)
+
+    def client_read_created_task(self, result: dict[str, Any]) -> Task | None:
+        """The task a task-run request created, or None when the upstream answered
+        at once (no task)."""
+        task = result.get("task")
+        return self.client_read_task(task) if isinstance(task, dict) else None
 
     def client_read_event(self, message: Message) -> Event | None:
         if rpc.is_notification(message):

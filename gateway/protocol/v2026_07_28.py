@@ -30,7 +30,6 @@ from gateway.core import jsonrpc as rpc
 from gateway.protocol.adapter import (
     TASKS_EXTENSION,
     Message,
-    declares_tasks_extension,
     decode_header_value,
     encode_header_value,
     runs_tool_tasks,
@@ -211,7 +210,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if (
             call.operation is Operation.TOOLS_LIST
             and not self.offers_task_tools
-            and declares_tasks_extension(call.client.capabilities)
+            and self.runs_client_tasks(call.client.capabilities)
             and runs_tool_tasks(profile.capabilities)
         ):
             # The gateway runs the upstream's core tasks as extension tasks for this

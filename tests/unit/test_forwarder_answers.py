@@ -3,6 +3,7 @@ adapter, and reads exactly as it did when the forwarder built it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
+from gateway.protocol.adapter import Adapter
 from gateway.protocol.selection import AdapterSet
 
 SET = AdapterSet.default()
@@ -35,9 +37,16 @@ PROFILE = ServerProfile(
 )
 
 
+@dataclass
+class _Verdict:
+    adapter: Adapter
+
+
 class _Upstream:
     def __init__(self, stateless: bool = False) -> None:
         self._stateless = stateless
+        adapter = SET.stateless[0] if stateless else SET.by_version["2025-11-25"]
+        self.verdict = _Verdict(adapter)
 
     async def execute(self, call: Call, exchange: Exchange) -> Outcome:
         raise AssertionError("answered by the gateway, never upstream")
