@@ -104,7 +104,9 @@ class Forwarder:
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
         # Change notifications across eras (for links that can carry them).
         self.subscriptions: SubscriptionHub | None = (
-            SubscriptionHub(upstream) if isinstance(upstream, SubscriptionUpstream) else None
+            SubscriptionHub(upstream, adapters=self.adapters)
+            if isinstance(upstream, SubscriptionUpstream)
+            else None
         )
         # Extension tasks of clients that declare them, run as the upstream's core tasks.
         self.tasks = TaskBridge(upstream, self.adapters)

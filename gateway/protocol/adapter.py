@@ -31,6 +31,7 @@ from gateway.core import (
     Failure,
     FailureKind,
     InputRequired,
+    Interest,
     Operation,
     Outcome,
     Preamble,
@@ -114,6 +115,13 @@ EXTENSION_TASK_FIELDS = {
     "lastUpdatedAt": "last_updated_at",
     "ttlMs": "ttl_ms",
     "pollIntervalMs": "poll_interval_ms",
+}
+
+# Server capability -> the list_changed notification its `listChanged` promises.
+LIST_CHANGES = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
 }
 
 # The reserved tool arguments that carry answers and state on revisions whose
@@ -999,6 +1007,36 @@ class Adapter(ABC):
             ask_kinds=tuple(kind.value for kind in self.ask_kinds),
         )
 
+    # ---- change notifications an upstream offers
+
+    def client_list_changes(self, capabilities: dict[str, Any]) -> frozenset[str]:
+        """The list_changed notifications an upstream's capabilities promise."""
+        return frozenset(
+            method
+            for capability, method in LIST_CHANGES.items()
+            if _declares(capabilities, capability, "listChanged")
+        )
+
+    def client_can_subscribe(self, capabilities: dict[str, Any]) -> bool:
+        """Whether an upstream takes subscriptions to resource updates."""
+        return _declares(capabilities, "resources", "subscribe")
+
+    def listen_interest(self, params: dict[str, Any]) -> Interest:
+        """What a client's listen asks for (nothing, where listens do not exist)."""
+        return Interest()
+
+    def listen_acknowledgement(self, honoured: Interest) -> Event:
+        """The event telling a listening client what is honoured."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
+
+    def client_listen_params(self, wanted: Interest) -> dict[str, Any]:
+        """The params of an upstream listen for ``wanted``."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
+
+    def client_read_acknowledgement(self, event: Event) -> Interest | None:
+        """What an upstream listen honours, if ``event`` is its acknowledgement."""
+        return None
+
     # ---- tasks of an upstream's own (core tasks: `task` on the request)
 
     def client_runs_tool_tasks(self, capabilities: dict[str, Any]) -> bool:
@@ -1032,6 +1070,11 @@ class Adapter(ABC):
             params = message.get("params")
             return Event(message["method"], params if isinstance(params, dict) else {})
         return None
+
+
+def _declares(capabilities: dict[str, Any], capability: str, flag: str) -> bool:
+    entry = capabilities.get(capability)
+    return isinstance(entry, dict) and entry.get(flag) is True
 
 
 def _describe(exc: ValidationError) -> str:

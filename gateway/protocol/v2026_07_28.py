@@ -20,6 +20,7 @@ from gateway.core import (
     Failure,
     FailureKind,
     InputRequired,
+    Interest,
     Operation,
     Outcome,
     Preamble,
@@ -45,6 +46,15 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 # The per-request protocol keys: consumed on decode, re-stamped on the way out.
 PROTOCOL_META_KEYS = frozenset({PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL})
+# subscriptions/listen: the acknowledgement, and the filter's keys (list changes by
+# the notification each opts into, and the resource URIs watched).
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+LIST_KEYS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+URIS_KEY = "resourceSubscriptions"
 # Requests whose Mcp-Name header mirrors a body field.
 NAMED = {
     Operation.TOOLS_CALL: "name",
@@ -296,6 +306,29 @@ class Adapter2026_07_28(Adapter2025_11_25):
             params["_meta"] = meta
         return Event(event.method, params)
 
+    # ---- subscriptions/listen, both roles
+
+    def listen_interest(self, params: dict[str, Any]) -> Interest:
+        wanted = params.get("notifications")
+        wanted = wanted if isinstance(wanted, dict) else {}
+        uris = wanted.get(URIS_KEY)
+        return Interest(
+            frozenset(method for key, method in LIST_KEYS.items() if wanted.get(key) is True),
+            tuple(uris) if isinstance(uris, list) else None,
+        )
+
+    def listen_acknowledgement(self, honoured: Interest) -> Event:
+        return Event(ACKNOWLEDGED, {"notifications": _listen_filter(honoured)})
+
+    def client_listen_params(self, wanted: Interest) -> dict[str, Any]:
+        return {"notifications": _listen_filter(wanted)}
+
+    def client_read_acknowledgement(self, event: Event) -> Interest | None:
+        if event.method != ACKNOWLEDGED:
+            return None
+        got = event.params.get("notifications")
+        return self.listen_interest({"notifications": got}) if isinstance(got, dict) else Interest()
+
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
     ) -> dict[str, Any]:
@@ -484,6 +517,16 @@ class Adapter2026_07_28(Adapter2025_11_25):
                 }
             },
         )
+
+
+def _listen_filter(interest: Interest) -> dict[str, Any]:
+    """A listen's `notifications` filter (asked for, or honoured)."""
+    out: dict[str, Any] = {
+        key: True for key, method in LIST_KEYS.items() if method in interest.lists
+    }
+    if interest.uris is not None:
+        out[URIS_KEY] = list(interest.uris)
+    return out
 
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
