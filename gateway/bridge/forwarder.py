@@ -19,7 +19,7 @@ import asyncio
 import math
 import os
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.bridge.parking import ParkedCall, ParkingTable
 from gateway.bridge.state import StateSealer
@@ -41,17 +41,21 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
+from gateway.protocol import Adapter, AdapterSet
 
 # Rounds of input_required a pushed-ask client is walked through before giving up.
 MAX_ASK_ROUNDS = 8
-# How long a parked call (and its sealed requestState) lives, in seconds; overridable
-# through the environment until there is a proper setting for it.
-PARK_TTL_ENV = "GATEWAY_PARK_TTL"
+# How long a parked call (and its sealed requestState) lives, in seconds, unless the
+# constructor is told otherwise (the settings' `park_ttl`).
 DEFAULT_PARK_TTL = 600.0
+PARK_TTL_ENV = "GATEWAY_PARK_TTL"
 
 
 def park_ttl() -> float:
-    """The parking TTL: GATEWAY_PARK_TTL when set (positive seconds), else 600."""
+    """Compatibility for callers that build a route without settings (transport's
+    Route, the stdio command): GATEWAY_PARK_TTL when set, else the default.  The
+    forwarder itself never reads the environment; remove this once those callers
+    pass the settings' value (or DEFAULT_PARK_TTL)."""
     raw = os.environ.get(PARK_TTL_ENV, "").strip()
     if not raw:
         return DEFAULT_PARK_TTL
@@ -80,30 +84,41 @@ class Forwarder:
         self,
         upstream: Upstream,
         *,
-        stateless_versions: list[str],
+        adapters: AdapterSet | None = None,
+        stateless_versions: list[str] | None = None,
         sealer: StateSealer | None = None,
         parking: ParkingTable | None = None,
+        park_ttl: float = DEFAULT_PARK_TTL,
     ) -> None:
         self.upstream = upstream
-        self.stateless_versions = stateless_versions
-        self.sealer = sealer or StateSealer(ttl=park_ttl())
+        # The revisions the route speaks: the client's adapter answers what the
+        # gateway answers itself (the handshake, discovery, tasks).
+        self.adapters = adapters or AdapterSet.default()
+        self.stateless_versions = (
+            stateless_versions
+            if stateless_versions is not None
+            else [a.version for a in self.adapters.stateless]
+        )
+        self.sealer = sealer or StateSealer(ttl=park_ttl)
         # (`is None`: an empty table is falsy, and a given table must not be replaced.)
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
         # Change notifications across eras (for links that can carry them).
         self.subscriptions: SubscriptionHub | None = (
-            SubscriptionHub(upstream) if isinstance(upstream, SubscriptionUpstream) else None
+            SubscriptionHub(upstream, adapters=self.adapters)
+            if isinstance(upstream, SubscriptionUpstream)
+            else None
         )
         # Extension tasks of clients that declare them, run as the upstream's core tasks.
-        self.tasks = TaskBridge(upstream)
+        self.tasks = TaskBridge(upstream, self.adapters)
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
         if op is Operation.PING:
             return Value({})  # answered here: a stateless upstream has no ping
         if op is Operation.INITIALIZE:
-            return Value(self._initialize(call, exchange.profile))
+            return self._initialize(call, exchange.profile)
         if op is Operation.DISCOVER:
-            return Value(self._discover(exchange.profile))
+            return self._discover(call, exchange.profile)
         if op is Operation.SET_LOG_LEVEL:
             if exchange.session is not None:
                 exchange.session.log_level = str(call.params.get("level"))
@@ -321,24 +336,28 @@ class Forwarder:
 
     # ------------------------------------------------------------ answers
 
-    def _initialize(self, call: Call, profile: ServerProfile) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "protocolVersion": call.client.protocol_version,
-            "capabilities": profile.capabilities,
-            "serverInfo": profile.info,
-        }
-        if profile.instructions:
-            result["instructions"] = profile.instructions
-        return result
+    def client_adapter(self, call: Call) -> Adapter | Failure:
+        """The adapter that decoded the call (it stamps its revision on the client)."""
+        adapter = self.adapters.by_version.get(call.client.protocol_version)
+        if adapter is None:
+            return Failure(
+                FailureKind.INTERNAL,
+                f"this route does not speak revision {call.client.protocol_version}",
+            )
+        return adapter
 
-    def _discover(self, profile: ServerProfile) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "supportedVersions": list(self.stateless_versions),
-            "capabilities": self.tasks.advertise(profile.capabilities, profile),
-        }
-        if profile.instructions:
-            result["instructions"] = profile.instructions
-        return result
+    def _initialize(self, call: Call, profile: ServerProfile) -> Outcome:
+        adapter = self.client_adapter(call)
+        if isinstance(adapter, Failure):
+            return adapter
+        return Value(adapter.initialize_result(profile, call.client.protocol_version))
+
+    def _discover(self, call: Call, profile: ServerProfile) -> Outcome:
+        adapter = self.client_adapter(call)
+        if isinstance(adapter, Failure):
+            return adapter
+        tasks = self.tasks.bridged(profile)
+        return Value(adapter.discover_result(profile, list(self.stateless_versions), tasks=tasks))
 
     @property
     def parked_count(self) -> int:

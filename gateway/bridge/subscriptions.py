@@ -44,24 +44,19 @@ from gateway.core import (
     Exchange,
     Failure,
     FailureKind,
+    Interest,
     Operation,
     Outcome,
     ServerProfile,
     Value,
 )
+from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol.adapter import LIST_CHANGES
 
 log = structlog.get_logger(__name__)
 
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 UPDATED = "notifications/resources/updated"
-# Filter key of `subscriptions/listen` -> (capability, the notification it opts into).
-LIST_KINDS = {
-    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
-    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
-    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
-}
-LIST_METHODS = frozenset(method for _, method in LIST_KINDS.values())
-URIS_KEY = "resourceSubscriptions"
+LIST_METHODS = frozenset(LIST_CHANGES.values())
 # Session-level notifications of the upstream the hub routes.
 ROUTED = LIST_METHODS | {UPDATED}
 # Bounds: URIs one listen may name, time to wait for an upstream acknowledgement,
@@ -73,12 +68,20 @@ MAX_REOPEN_FAILURES = 8
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
+class _Verdict(Protocol):
+    @property
+    def adapter(self) -> Adapter: ...
+
+
 @runtime_checkable
 class SubscriptionUpstream(Protocol):
     """What the hub needs of an upstream link."""
 
     @property
     def stateless(self) -> bool: ...
+
+    @property
+    def verdict(self) -> _Verdict | None: ...
 
     async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
 
@@ -89,24 +92,6 @@ class SubscriptionUpstream(Protocol):
     def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]: ...
 
     def on_notification(self, sink: NotificationSink | None) -> None: ...
-
-
-def list_methods(capabilities: Mapping[str, Any]) -> frozenset[str]:
-    """The list_changed notifications a server's capabilities promise."""
-    return frozenset(
-        method
-        for capability, method in LIST_KINDS.values()
-        if _declares(capabilities, capability, "listChanged")
-    )
-
-
-def can_subscribe(capabilities: Mapping[str, Any]) -> bool:
-    return _declares(capabilities, "resources", "subscribe")
-
-
-def _declares(capabilities: Mapping[str, Any], capability: str, flag: str) -> bool:
-    entry = capabilities.get(capability)
-    return isinstance(entry, dict) and entry.get(flag) is True
 
 
 @dataclass(eq=False)
@@ -134,17 +119,24 @@ class _Feed:
 
     scope: str
     exchange: Exchange  # whose credentials and client context open it
-    filter: dict[str, Any] = field(default_factory=dict)
+    filter: Interest = field(default_factory=Interest)
     task: asyncio.Task[None] | None = None
     settled: asyncio.Event = field(default_factory=asyncio.Event)
-    honoured: dict[str, Any] | None = None
+    honoured: Interest | None = None
 
 
 class SubscriptionHub:
     """One route's change-notification routing.  Safe for concurrent use."""
 
-    def __init__(self, upstream: SubscriptionUpstream, *, ack_timeout: float = ACK_TIMEOUT) -> None:
+    def __init__(
+        self,
+        upstream: SubscriptionUpstream,
+        *,
+        adapters: AdapterSet | None = None,
+        ack_timeout: float = ACK_TIMEOUT,
+    ) -> None:
         self.upstream = upstream
+        self.adapters = adapters or AdapterSet.default()
         self.ack_timeout = ack_timeout
         self._listeners: dict[str, Listener] = {}
         # Handshake-era upstreams: (scope, uri) -> listeners watching it upstream.
@@ -156,7 +148,9 @@ class SubscriptionHub:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listens = itertools.count(1)
         self._closed = asyncio.Event()
+        # The upstream's capabilities, and the adapter that reads them.
         self._capabilities: dict[str, Any] = {}
+        self._reader: Adapter = self.adapters.adapters[0]
         upstream.on_notification(self.dispatch)
         on_session = getattr(upstream, "on_session", None)
         if on_session is not None:
@@ -169,6 +163,17 @@ class SubscriptionHub:
 
     def listener(self, key: str) -> Listener | None:
         return self._listeners.get(key)
+
+    def _learn(self, profile: ServerProfile, client: ClientContext) -> None:
+        """The upstream's capabilities, read by its adapter (the client's until the
+        upstream's revision is known)."""
+        self._capabilities = dict(profile.capabilities)
+        verdict = self.upstream.verdict
+        reader = verdict.adapter if verdict is not None else None
+        self._reader = reader or self.adapters.by_version.get(client.protocol_version, self._reader)
+
+    def _list_methods(self) -> frozenset[str]:
+        return self._reader.client_list_changes(self._capabilities)
 
     def join(
         self,
@@ -185,7 +190,7 @@ class SubscriptionHub:
         """A handshake-era downstream session: it hears every list change the upstream
         announces (``lists``: while its stream is open) and the URIs it subscribes to."""
         previous = self._listeners.get(key)
-        self._capabilities = dict(profile.capabilities)
+        self._learn(profile, client)
         scope = self.upstream.scope(principal)
         listener = Listener(key, scope, sink)
         if previous is not None:
@@ -210,7 +215,7 @@ class SubscriptionHub:
         listener = self._listeners.get(key)
         if listener is None:
             return
-        listener.lists = list_methods(self._capabilities) if on else frozenset()
+        listener.lists = self._list_methods() if on else frozenset()
         if on and not self.upstream.stateless:
             self._background(self._attach(listener.scope))
         else:
@@ -338,28 +343,24 @@ class SubscriptionHub:
     async def listen(self, call: Call, exchange: Exchange) -> Outcome:
         """A stateless client's listen on a handshake-era upstream: subscribe what can
         be, acknowledge the honoured subset, relay until the client closes it."""
-        wanted = call.params.get("notifications")
-        wanted = wanted if isinstance(wanted, dict) else {}
+        client = self.adapters.by_version.get(call.client.protocol_version)
+        if client is None:
+            return Failure(FailureKind.UNKNOWN_METHOD, f"{call.method} is not bridged here")
+        wanted = client.listen_interest(call.params)
         capabilities = exchange.profile.capabilities
-        self._capabilities = dict(capabilities)
+        self._learn(exchange.profile, call.client)
         scope = self.upstream.scope(exchange.principal)
         self._exchanges.setdefault(scope, exchange)
-        honoured: dict[str, Any] = {}
-        lists = set()
-        declared = list_methods(capabilities)
-        for key, (_, method) in LIST_KINDS.items():
-            if wanted.get(key) is True and method in declared:
-                honoured[key] = True
-                lists.add(method)
+        lists = wanted.lists & self._list_methods()
         listener = Listener(
             f"listen-{next(self._listens)}", scope, exchange.emit, frozenset(lists), ready=False
         )
         self._listeners[listener.key] = listener
         try:
-            uris = wanted.get(URIS_KEY)
-            if isinstance(uris, list) and can_subscribe(capabilities):
-                kept: list[str] = []
-                for uri in uris[:MAX_URIS]:
+            kept: list[str] | None = None
+            if wanted.uris is not None and self._reader.client_can_subscribe(capabilities):
+                kept = []
+                for uri in wanted.uris[:MAX_URIS]:
                     if not isinstance(uri, str) or uri in listener.uris:
                         continue
                     outcome = await self._hold(scope, uri, exchange)
@@ -368,10 +369,10 @@ class SubscriptionHub:
                         continue
                     listener.uris.add(uri)
                     kept.append(uri)
-                honoured[URIS_KEY] = kept
+            honoured = Interest(frozenset(lists), None if kept is None else tuple(kept))
             if lists and not listener.uris:
                 await self._attach(scope)
-            await exchange.emit(Event(ACKNOWLEDGED, {"notifications": honoured}))
+            await exchange.emit(client.listen_acknowledgement(honoured))
             listener.ready = True
             await self._closed.wait()
             return Value({})
@@ -394,20 +395,15 @@ class SubscriptionHub:
 
     # ------------------------------------------- stateless upstream: the feed
 
-    def _union(self, scope: str) -> dict[str, Any]:
-        declared = list_methods(self._capabilities)
+    def _union(self, scope: str) -> Interest:
         lists: set[str] = set()
         uris: set[str] = set()
         for listener in self._listeners.values():
             if listener.scope == scope:
                 lists |= listener.lists
                 uris |= listener.uris
-        wanted: dict[str, Any] = {
-            key: True for key, (_, method) in LIST_KINDS.items() if method in lists & declared
-        }
-        if uris:
-            wanted[URIS_KEY] = sorted(uris)[:MAX_URIS]
-        return wanted
+        wanted = frozenset(lists) & self._list_methods()
+        return Interest(wanted, tuple(sorted(uris)[:MAX_URIS]) if uris else None)
 
     async def _refresh(self, scope: str, wait: bool = False) -> Failure | None:
         """Bring the scope's upstream listen in line with what its listeners want."""
@@ -419,7 +415,7 @@ class SubscriptionHub:
             return await self._settled(feed) if wait else None
         if feed is not None and feed.task is not None:
             feed.task.cancel()
-        if not wanted:
+        if wanted.empty:
             self._feeds.pop(scope, None)
             return None
         exchange = self._exchanges.get(scope)
@@ -444,22 +440,19 @@ class SubscriptionHub:
 
     async def _run_feed(self, feed: _Feed) -> None:
         """Hold the upstream listen open: relay, and re-open after a loss (bounded)."""
-        call = Call(
-            0,
-            Operation.LISTEN,
-            Operation.LISTEN.value,
-            {"notifications": feed.filter},
-            feed.exchange.call.client,
-        )
+        verdict = self.upstream.verdict
+        speaks = verdict.adapter if verdict is not None else self._reader
+        params = speaks.client_listen_params(feed.filter)
+        call = Call(0, Operation.LISTEN, Operation.LISTEN.value, params, feed.exchange.call.client)
         exchange = replace(feed.exchange, call=call)
         failures = 0
         while not self._closed.is_set():
             acknowledged = False
             try:
                 async for event in self.upstream.listen(call, exchange):
-                    if event.method == ACKNOWLEDGED:
-                        got = event.params.get("notifications")
-                        feed.honoured = got if isinstance(got, dict) else {}
+                    honoured = speaks.client_read_acknowledgement(event)
+                    if honoured is not None:
+                        feed.honoured = honoured
                         acknowledged = True
                         failures = 0
                         feed.settled.set()

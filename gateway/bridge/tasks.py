@@ -1,21 +1,21 @@
 """Tasks across eras: a client of the tasks extension, an upstream of core tasks.
 
-The upstream (handshake era) declares `tasks.requests.tools.call` and marks tools
-with `execution.taskSupport`; the client declares the tasks extension in its
-request capabilities.  The gateway then:
+The upstream (handshake era) offers core tasks for `tools/call` and says which
+tools take them; the client asks for the tasks extension.  The gateway then:
 
-- advertises the extension in discovery;
+- advertises the extension in discovery (the client's adapter words it);
 - runs such a client's `tools/call` of a task-capable tool as a task upstream
-  (`task: {}`) and answers with the upstream's task, flattened (`resultType:
-  "task"`, `ttlMs`, `pollIntervalMs`);
+  and answers with the upstream's task, in the extension's form;
 - answers `tasks/get` with the upstream's task and, once it is terminal, the
-  result (or error) from the upstream's `tasks/result`, inline; a tool result
-  with `isError` is a `completed` task here, not a `failed` one;
+  result (or error) from the upstream's `tasks/result`, inline;
 - turns `tasks/cancel` into the upstream's, acknowledged with an empty result;
 - while the upstream's task is `input_required`, holds its `tasks/result` open
   (the core way to receive the task's requests), shows the requests arriving on
-  it as the task's `inputRequests`, and answers them from `tasks/update`.
-"""
+  it as the task's input requests, and answers them from `tasks/update`.
+
+Revision-free: the upstream's adapter reads and writes the core design's shapes
+(client role), the client's adapter writes the extension's (server role); the
+bridge itself holds Task values and Asks."""
 
 from __future__ import annotations
 
@@ -36,16 +36,13 @@ from gateway.core import (
     Operation,
     Outcome,
     ServerProfile,
+    Task,
     Value,
 )
-from gateway.protocol.adapter import TASKS_EXTENSION, declares_tasks_extension, runs_tool_tasks
+from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
+from gateway.protocol import Adapter, AdapterSet
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-# Terminal statuses whose outcome the upstream's tasks/result tells.
-WITH_RESULT = frozenset({"completed", "failed"})
-# Task fields the two designs share, and the renamed ones (core name -> extension name).
-SHARED_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt")
-RENAMED_FIELDS = {"ttl": "ttlMs", "pollInterval": "pollIntervalMs"}
+# What the upstream says of a tool's task support that lets it run as a task.
 TASK_SUPPORTED = frozenset({"optional", "required"})
 # How long a `tasks/get` of an `input_required` task waits for the upstream's
 # requests to arrive on the held `tasks/result` (seconds); without them by then
@@ -53,9 +50,14 @@ TASK_SUPPORTED = frozenset({"optional", "required"})
 INPUT_WAIT = 2.0
 
 
+class _Verdict(Protocol):
+    @property
+    def adapter(self) -> Adapter: ...
+
+
 @runtime_checkable
 class TaskUpstream(Protocol):
-    """An upstream link that knows its tools' task support."""
+    """An upstream link that knows its revision and its tools' task support."""
 
     async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
 
@@ -64,42 +66,8 @@ class TaskUpstream(Protocol):
     @property
     def stateless(self) -> bool: ...
 
-
-def flatten_task(task: dict[str, Any]) -> dict[str, Any]:
-    """A core Task as the extension's Task fields (renamed; unknown fields dropped)."""
-    out = {key: task[key] for key in SHARED_FIELDS if key in task}
-    for core, extension in RENAMED_FIELDS.items():
-        if core in task:
-            out[extension] = task[core]
-    return out
-
-
-def created_task(result: dict[str, Any]) -> dict[str, Any] | None:
-    """A core `CreateTaskResult{task}` as the extension's flat task result, or None
-    when the result is not a created task (the upstream answered synchronously)."""
-    task = result.get("task")
-    if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
-        return None
-    return {"resultType": "task", **flatten_task(task)}
-
-
-def detailed_task(task: dict[str, Any], outcome: Outcome | None) -> dict[str, Any]:
-    """A core Task (from `tasks/get`) plus the terminal outcome (from `tasks/result`)
-    as the extension's DetailedTask; a tool error result is a completed task."""
-    out = flatten_task(task)
-    if isinstance(outcome, Value):
-        if out.get("status") == "failed" and outcome.result.get("isError") is True:
-            out["status"] = "completed"
-        out["result"] = outcome.result
-    elif isinstance(outcome, Failure):
-        error: dict[str, Any] = {
-            "code": outcome.code if outcome.code is not None else -32603,
-            "message": outcome.message,
-        }
-        if outcome.data is not None:
-            error["data"] = outcome.data
-        out["error"] = error
-    return out
+    @property
+    def verdict(self) -> _Verdict | None: ...
 
 
 @dataclass
@@ -112,80 +80,81 @@ class _Inputs:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     keys: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def requests(self) -> dict[str, dict[str, Any]]:
-        return {
-            key: {"method": ask.method, "params": dict(ask.params)}
-            for key, (ask, answer) in self.pending.items()
-            if not answer.done()
-        }
+    def requests(self) -> dict[str, Ask]:
+        return {key: ask for key, (ask, answer) in self.pending.items() if not answer.done()}
 
 
 class TaskBridge:
     """Extension tasks for one route, run as the upstream's core tasks."""
 
-    def __init__(self, upstream: object) -> None:
+    def __init__(self, upstream: object, adapters: AdapterSet | None = None) -> None:
         self.upstream = upstream if isinstance(upstream, TaskUpstream) else None
+        self.adapters = adapters or AdapterSet.default()
         # Held `tasks/result` calls, by (principal, task id).
         self._inputs: dict[tuple[str, str], _Inputs] = {}
 
+    def _speaks(self) -> Adapter | None:
+        """The upstream's adapter (client role), once its revision is known."""
+        verdict = self.upstream.verdict if self.upstream is not None else None
+        return verdict.adapter if verdict is not None else None
+
+    def _client(self, call: Call) -> Adapter | None:
+        """The client's adapter (server role): the one that decoded the call."""
+        return self.adapters.by_version.get(call.client.protocol_version)
+
     def bridged(self, profile: ServerProfile) -> bool:
         """Whether the gateway runs this upstream's core tasks as extension tasks."""
-        upstream = self.upstream
+        upstream, speaks = self.upstream, self._speaks()
         return (
             upstream is not None
+            and speaks is not None
             and not upstream.stateless
-            and runs_tool_tasks(profile.capabilities)
+            and speaks.client_runs_tool_tasks(profile.capabilities)
         )
 
     def applies(self, call: Call, profile: ServerProfile) -> bool:
-        return declares_tasks_extension(call.client.capabilities) and self.bridged(profile)
-
-    def advertise(self, capabilities: dict[str, Any], profile: ServerProfile) -> dict[str, Any]:
-        """Discovery capabilities with the extension, where the gateway bridges tasks."""
-        if not self.bridged(profile):
-            return capabilities
-        raw = capabilities.get("extensions")
-        extensions = dict(raw) if isinstance(raw, dict) else {}
-        extensions.setdefault(TASKS_EXTENSION, {})
-        return {**capabilities, "extensions": extensions}
+        client = self._client(call)
+        return (
+            client is not None
+            and client.runs_client_tasks(call.client.capabilities)
+            and self.bridged(profile)
+        )
 
     async def call_tool(self, call: Call, exchange: Exchange) -> Outcome | None:
         """The call run as an upstream task, or None when the tool takes no tasks."""
-        upstream = self.upstream
-        assert upstream is not None
+        upstream, speaks, client = self.upstream, self._speaks(), self._client(call)
+        assert upstream is not None and speaks is not None and client is not None
         if await upstream.task_support(call, exchange) not in TASK_SUPPORTED:
             return None
         outcome = await upstream.execute(
-            replace(call, params={**call.params, "task": {}}), exchange
+            replace(call, params=speaks.client_as_task(call.params)), exchange
         )
         if isinstance(outcome, Value):
-            created = created_task(outcome.result)
-            if created is not None:
-                return Value(created)
+            task = speaks.client_read_created_task(outcome.result)
+            if task is not None:
+                return Value(client.task_result(task))
         return outcome
 
     async def get(self, call: Call, exchange: Exchange) -> Outcome:
+        speaks, client = self._speaks(), self._client(call)
+        assert speaks is not None and client is not None
         outcome = await self._upstream(call, exchange, Operation.TASKS_GET)
         if not isinstance(outcome, Value):
             return outcome
-        task_id = outcome.result.get("taskId")
-        if not isinstance(task_id, str):
+        task = speaks.client_read_task(outcome.result)
+        if task is None:
             return outcome
-        status = outcome.result.get("status")
         final: Outcome | None = None
-        requests: dict[str, dict[str, Any]] = {}
-        if status in WITH_RESULT:
+        requests: dict[str, Ask] = {}
+        if task.status in WITH_RESULT:
             final = await self._upstream(call, exchange, Operation.TASKS_RESULT)
-        elif status == "input_required":
-            requests = await self._input_requests(call, exchange, task_id)
-        detailed = detailed_task(outcome.result, final)
-        if requests:
-            detailed["inputRequests"] = requests
-        return Value({"resultType": "complete", **detailed})
+        elif task.status == INPUT_REQUIRED:
+            requests = await self._input_requests(call, exchange, task)
+        return Value(client.detailed_task_result(task, final, requests))
 
     async def update(self, call: Call, exchange: Exchange) -> Outcome:
         """Answers to a task's input requests, for the held `tasks/result` to relay."""
-        task_id = call.params.get("taskId")
+        task_id = self._task_id(call)
         inputs = self._inputs.get((exchange.principal, str(task_id)))
         if inputs is None:
             return Failure(FailureKind.INVALID_PARAMS, f"task {task_id} awaits no input")
@@ -198,11 +167,15 @@ class TaskBridge:
     async def cancel(self, call: Call, exchange: Exchange) -> Outcome:
         outcome = await self._upstream(call, exchange, Operation.TASKS_CANCEL)
         if isinstance(outcome, Value):
-            inputs = self._inputs.pop((exchange.principal, str(call.params.get("taskId"))), None)
+            inputs = self._inputs.pop((exchange.principal, str(self._task_id(call))), None)
             if inputs is not None and inputs.runner is not None:
                 inputs.runner.cancel()
             return Value({})
         return outcome
+
+    def _task_id(self, call: Call) -> Any:
+        client = self._client(call)
+        return client.task_id(call.params) if client is not None else None
 
     async def close(self) -> None:
         runners = [i.runner for i in self._inputs.values() if i.runner is not None]
@@ -213,16 +186,14 @@ class TaskBridge:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await runner
 
-    async def _input_requests(
-        self, call: Call, exchange: Exchange, task_id: str
-    ) -> dict[str, dict[str, Any]]:
+    async def _input_requests(self, call: Call, exchange: Exchange, task: Task) -> dict[str, Ask]:
         """The task's open requests: its `tasks/result` is held (started if need be)
         and given a bounded while to bring them."""
-        key = (exchange.principal, task_id)
+        key = (exchange.principal, task.id)
         inputs = self._inputs.get(key)
         if inputs is None:
             inputs = self._inputs[key] = _Inputs()
-            inputs.runner = self._hold(call, exchange, task_id, inputs)
+            inputs.runner = self._hold(call, exchange, task.id, inputs)
             inputs.runner.add_done_callback(lambda _: self._forget(key, inputs))
         runner = inputs.runner
         assert runner is not None
@@ -265,9 +236,9 @@ class TaskBridge:
             del self._inputs[key]
 
     async def _upstream(self, call: Call, exchange: Exchange, operation: Operation) -> Outcome:
-        upstream = self.upstream
-        assert upstream is not None
-        params = {"taskId": call.params.get("taskId")}
+        upstream, speaks = self.upstream, self._speaks()
+        assert upstream is not None and speaks is not None
+        params = speaks.client_task_params(self._task_id(call))
         asked = replace(call, operation=operation, method=operation.value, params=params)
         return await upstream.execute(asked, exchange)
 

@@ -21,8 +21,10 @@ from gateway.core.catalog import (
 )
 from gateway.core.exchange import Asker, EventSink, Exchange
 from gateway.core.failure import Failure, FailureKind
+from gateway.core.interest import Interest
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
 from gateway.core.preamble import Preamble, SessionView
+from gateway.core.task import Task
 
 __all__ = [
     "CACHEABLE",
@@ -42,6 +44,7 @@ __all__ = [
     "Failure",
     "FailureKind",
     "InputRequired",
+    "Interest",
     "Operation",
     "Outcome",
     "Preamble",
@@ -51,6 +54,7 @@ __all__ = [
     "ResourceTemplateSpec",
     "ServerProfile",
     "SessionView",
+    "Task",
     "ToolSpec",
     "Value",
 ]

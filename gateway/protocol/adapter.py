@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
+import functools
 from abc import ABC
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -29,6 +31,7 @@ from gateway.core import (
     Failure,
     FailureKind,
     InputRequired,
+    Interest,
     Operation,
     Outcome,
     Preamble,
@@ -36,6 +39,7 @@ from gateway.core import (
     ResourceSpec,
     ResourceTemplateSpec,
     ServerProfile,
+    Task,
     ToolSpec,
     Value,
 )
@@ -94,6 +98,31 @@ KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structure
 
 # The tasks extension's identifier, in client and server `extensions`.
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# A task's fields (wire name -> the core Task's fact), in core tasks and in the
+# tasks extension: the same facts, two lifetimes renamed.
+CORE_TASK_FIELDS = {
+    "status": "status",
+    "statusMessage": "status_message",
+    "createdAt": "created_at",
+    "lastUpdatedAt": "last_updated_at",
+    "ttl": "ttl_ms",
+    "pollInterval": "poll_interval_ms",
+}
+EXTENSION_TASK_FIELDS = {
+    "status": "status",
+    "statusMessage": "status_message",
+    "createdAt": "created_at",
+    "lastUpdatedAt": "last_updated_at",
+    "ttlMs": "ttl_ms",
+    "pollIntervalMs": "poll_interval_ms",
+}
+
+# Server capability -> the list_changed notification its `listChanged` promises.
+LIST_CHANGES = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
 
 # The reserved tool arguments that carry answers and state on revisions whose
 # asks travel in arguments (`asks_in_arguments`).
@@ -165,9 +194,11 @@ class Adapter(ABC):
 
     version: ClassVar[str]
 
-    # Behavioural flags: everything above the adapters branches on these.
+    # Behavioural flags: everything above the adapters branches on these (and on
+    # the derived `can_push_ask` and `carries_state` below).  `can_ask`: asks travel
+    # in results (`input_required`); `asks_in_arguments`: what cannot be pushed
+    # travels in reserved tool arguments and a tool result that says what is needed.
     can_ask: ClassVar[bool]
-    can_push_ask: ClassVar[bool]
     asks_in_arguments: ClassVar[bool]
     has_handshake: ClassVar[bool]
     allows_batch: ClassVar[bool]
@@ -190,8 +221,9 @@ class Adapter(ABC):
     content_meta: ClassVar[bool]  # `_meta` and annotations.lastModified on blocks
     structured_content: ClassVar[str]  # "none", "object" or "any"
     progress_message: ClassVar[bool]
-    # Task-only tools are offered (the client runs tasks through the tasks extension).
-    offers_task_tools: ClassVar[bool] = False
+    # Task-only tools are offered (the client runs tasks through the tasks extension):
+    # set on the `task_clients` view of an adapter, never on a revision class.
+    offers_task_tools: bool = False
     # HTTP transport facts.
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
@@ -199,16 +231,48 @@ class Adapter(ABC):
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]
+    # Error codes only servers of this revision's era send (era evidence in a probe).
+    era_refusal_codes: ClassVar[frozenset[int]] = frozenset()
 
     # ------------------------------------------------------------------ flags
 
     @property
+    def can_push_ask(self) -> bool:
+        """Servers of this revision may put asks to clients as server-initiated
+        requests (the kinds `pushable_asks` lists).
+
+        Derived, so the flag and the table cannot disagree.  The seed's table says
+        False for 2024-11-05 and 2025-03-26; their specifications do define
+        `sampling/createMessage` and `roots/list` as server requests (schema
+        `ServerRequest`, client/sampling.mdx, client/roots.mdx), so here it is True
+        for them: they push those two and carry elicitation in arguments.
+        """
+        return bool(self.pushable_asks)
+
+    @property
     def carries_state(self) -> bool:
-        """Handler state leaves the server on every revision that does not push asks."""
+        """Handler state leaves the server and comes back on every revision that
+        cannot push every ask: `can_ask` or `asks_in_arguments` (as the seed says)."""
         return self.can_ask or self.asks_in_arguments
+
+    @classmethod
+    def named_version(cls, message: dict[str, Any]) -> str | None:
+        """The revision a message names for itself, on revisions whose every request
+        says it (no negotiation); None where this revision's messages say nothing.
+        How selection recognises such a message, whatever revision it names."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.version}>"
+
+    @functools.cached_property
+    def task_clients(self) -> Self:
+        """This same adapter toward clients whose tasks the gateway runs: task-only
+        tools are offered.  A copy of this instance, so a subclass (a later
+        revision) keeps every projection of its own for those clients too."""
+        view = copy.copy(self)
+        view.offers_task_tools = True
+        return view
 
     # ------------------------------------------------------ failure mapping
 
@@ -691,6 +755,52 @@ class Adapter(ABC):
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         return dict(ask.params)
 
+    # ---- tasks toward clients of the tasks extension (the gateway runs them)
+
+    def runs_client_tasks(self, capabilities: dict[str, Any]) -> bool:
+        """Whether a client's capabilities ask for its tools to run as tasks."""
+        return declares_tasks_extension(capabilities)
+
+    def task_id(self, params: dict[str, Any]) -> Any:
+        """The task a client's tasks request is about (as the client sent it)."""
+        return params.get("taskId")
+
+    def task_result(self, task: Task) -> dict[str, Any]:
+        """A `tools/call` the gateway runs as a task: the created task."""
+        return {"resultType": "task", **self._task_fields(task)}
+
+    def detailed_task_result(
+        self, task: Task, outcome: Outcome | None, requests: dict[str, Ask]
+    ) -> dict[str, Any]:
+        """A task with its outcome once terminal and the asks it waits on: a tool
+        error result is a completed task here, not a failed one."""
+        out = self._task_fields(task)
+        if isinstance(outcome, Value):
+            if out.get("status") == "failed" and outcome.result.get("isError") is True:
+                out["status"] = "completed"
+            out["result"] = outcome.result
+        elif isinstance(outcome, Failure):
+            error: dict[str, Any] = {
+                "code": outcome.code if outcome.code is not None else -32603,
+                "message": outcome.message,
+            }
+            if outcome.data is not None:
+                error["data"] = outcome.data
+            out["error"] = error
+        if requests:
+            out["inputRequests"] = {
+                key: {"method": ask.method, "params": dict(ask.params)}
+                for key, ask in requests.items()
+            }
+        return {"resultType": "complete", **out}
+
+    def _task_fields(self, task: Task) -> dict[str, Any]:
+        out: dict[str, Any] = {"taskId": task.id}
+        for wire, fact in EXTENSION_TASK_FIELDS.items():
+            if fact in task.facts:
+                out[wire] = task.facts[fact]
+        return out
+
     # ---- transport rules
 
     def check_http(self, preamble: Preamble) -> Failure | None:
@@ -720,6 +830,12 @@ class Adapter(ABC):
         """Legacy counter-offer: the client's version if we speak it, else our latest."""
         supported = list(supported)
         return requested if requested in supported else max(supported)
+
+    def discover_result(
+        self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
+    ) -> dict[str, Any]:
+        """Discovery, on revisions that have it (``tasks``: the gateway runs tasks)."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "discovery is not part of this revision")
 
     def initialize_result(self, profile: ServerProfile, protocol_version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -829,6 +945,24 @@ class Adapter(ABC):
             return Failure(FailureKind.UPSTREAM_ERROR, message, data, code=code)
         return Failure(kind, message, data)
 
+    def client_is_modern_refusal(self, error: Any) -> bool:
+        """Whether an error answering this revision's opening request (the era probe)
+        is one only a server of this revision's era sends: era evidence, though a
+        refusal.  Other codes (or none) say nothing about the era."""
+        code = error.get("code") if isinstance(error, dict) else None
+        return isinstance(code, int) and code in self.era_refusal_codes
+
+    def client_offered_versions(self, error: Any) -> list[str]:
+        """The revisions an "unsupported version" refusal offers instead (none when
+        the error is something else)."""
+        if not isinstance(error, dict) or not self.client_is_modern_refusal(error):
+            return []
+        if error.get("code") != self.codes.get(FailureKind.UNSUPPORTED_VERSION):
+            return []
+        data = error.get("data")
+        offered = data.get("supported") if isinstance(data, dict) else None
+        return [v for v in offered if isinstance(v, str)] if isinstance(offered, list) else []
+
     @property
     def client_error_kinds(self) -> dict[int, FailureKind]:
         """How an upstream of this revision's codes read as failure kinds."""
@@ -873,11 +1007,74 @@ class Adapter(ABC):
             ask_kinds=tuple(kind.value for kind in self.ask_kinds),
         )
 
+    # ---- change notifications an upstream offers
+
+    def client_list_changes(self, capabilities: dict[str, Any]) -> frozenset[str]:
+        """The list_changed notifications an upstream's capabilities promise."""
+        return frozenset(
+            method
+            for capability, method in LIST_CHANGES.items()
+            if _declares(capabilities, capability, "listChanged")
+        )
+
+    def client_can_subscribe(self, capabilities: dict[str, Any]) -> bool:
+        """Whether an upstream takes subscriptions to resource updates."""
+        return _declares(capabilities, "resources", "subscribe")
+
+    def listen_interest(self, params: dict[str, Any]) -> Interest:
+        """What a client's listen asks for (nothing, where listens do not exist)."""
+        return Interest()
+
+    def listen_acknowledgement(self, honoured: Interest) -> Event:
+        """The event telling a listening client what is honoured."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
+
+    def client_listen_params(self, wanted: Interest) -> dict[str, Any]:
+        """The params of an upstream listen for ``wanted``."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
+
+    def client_read_acknowledgement(self, event: Event) -> Interest | None:
+        """What an upstream listen honours, if ``event`` is its acknowledgement."""
+        return None
+
+    # ---- tasks of an upstream's own (core tasks: `task` on the request)
+
+    def client_runs_tool_tasks(self, capabilities: dict[str, Any]) -> bool:
+        """Whether an upstream's capabilities offer `tools/call` as tasks."""
+        return runs_tool_tasks(capabilities)
+
+    def client_as_task(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A request's params, asking the upstream to run it as a task."""
+        return {**params, "task": {}}
+
+    def client_task_params(self, task_id: Any) -> dict[str, Any]:
+        """The params of the upstream's tasks requests about one task."""
+        return {"taskId": task_id}
+
+    def client_read_task(self, result: dict[str, Any]) -> Task | None:
+        """A task (the result of the upstream's `tasks/get`), or None if it is not one."""
+        task_id = result.get("taskId")
+        if not isinstance(task_id, str):
+            return None
+        facts = {fact: result[wire] for wire, fact in CORE_TASK_FIELDS.items() if wire in result}
+        return Task(task_id, facts)
+
+    def client_read_created_task(self, result: dict[str, Any]) -> Task | None:
+        """The task a task-run request created, or None when the upstream answered
+        at once (no task)."""
+        task = result.get("task")
+        return self.client_read_task(task) if isinstance(task, dict) else None
+
     def client_read_event(self, message: Message) -> Event | None:
         if rpc.is_notification(message):
             params = message.get("params")
             return Event(message["method"], params if isinstance(params, dict) else {})
         return None
+
+
+def _declares(capabilities: dict[str, Any], capability: str, flag: str) -> bool:
+    entry = capabilities.get(capability)
+    return isinstance(entry, dict) and entry.get(flag) is True
 
 
 def _describe(exc: ValidationError) -> str:

@@ -11,7 +11,7 @@ from gateway.protocol.v2024_11_05 import Adapter2024_11_05
 from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 from gateway.protocol.v2025_06_18 import Adapter2025_06_18
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
-from gateway.protocol.v2026_07_28 import PROTOCOL_VERSION, Adapter2026_07_28
+from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 
 # Adding a revision: one file, one entry here.
 DEFAULT_ADAPTERS: tuple[type[Adapter], ...] = (
@@ -33,6 +33,11 @@ class AdapterSet:
         if not self.adapters:
             raise ValueError("an AdapterSet needs at least one adapter")
         self.by_version: dict[str, Adapter] = {a.version: a for a in self.adapters}
+        # Every revision known to recognise its own messages, spoken here or not: a
+        # message of a revision left out is refused as unsupported, not misread.
+        self._known: tuple[type[Adapter], ...] = tuple(
+            dict.fromkeys([*(type(a) for a in self.adapters), *DEFAULT_ADAPTERS])
+        )
 
     @classmethod
     def default(cls) -> AdapterSet:
@@ -83,18 +88,25 @@ class AdapterSet:
             {"supported": supported or self.versions, "requested": requested},
         )
 
+    def named_version(self, message: dict[str, Any]) -> str | None:
+        """The revision a message names for itself (per request), if any."""
+        for known in self._known:
+            named = known.named_version(message)
+            if named is not None:
+                return named
+        return None
+
     def select(self, preamble: Preamble) -> Adapter | Failure:
-        """The adapter for an inbound message: per-request `_meta`, header, initialize,
-        session, in that order, else the legacy default."""
+        """The adapter for an inbound message: the revision it names itself (as the
+        adapters recognise it), header, initialize, session, in that order, else the
+        legacy default."""
         body = preamble.body
         first = body[0] if isinstance(body, list) and body else body
         message: dict[str, Any] = first if isinstance(first, dict) else {}
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-        raw_meta = params.get("_meta")
-        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        per_request = meta.get(PROTOCOL_VERSION)
-        if isinstance(per_request, str):
+        per_request = self.named_version(message)
+        if per_request is not None:
             adapter = self.by_version.get(per_request)
             if adapter is None or adapter.has_handshake:
                 return self.unsupported(per_request, stateless=True)

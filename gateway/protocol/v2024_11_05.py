@@ -13,7 +13,6 @@ class Adapter2024_11_05(Adapter):
     version = "2024-11-05"
 
     can_ask = False
-    can_push_ask = False
     asks_in_arguments = True
     has_handshake = True
     allows_batch = False
@@ -51,7 +50,9 @@ class Adapter2024_11_05(Adapter):
         }
     )
     ask_kinds = frozenset({AskKind.SAMPLE, AskKind.LIST_ROOTS})
-    # Sampling and roots are real server requests here (the spec defines them).
+    # Sampling and roots are real server requests here (the spec defines them), so
+    # `can_push_ask` is True, unlike the seed's table; elicitation, which this
+    # revision lacks, travels in tool arguments (`asks_in_arguments`).
     pushable_asks = frozenset({AskKind.SAMPLE, AskKind.LIST_ROOTS})
 
     tool_fields = frozenset({"name", "description", "inputSchema"})

@@ -11,7 +11,6 @@ from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 class Adapter2025_06_18(Adapter2025_03_26):
     version = "2025-06-18"
 
-    can_push_ask = True
     asks_in_arguments = False
     allows_batch = False
 

@@ -20,6 +20,7 @@ from gateway.core import (
     Failure,
     FailureKind,
     InputRequired,
+    Interest,
     Operation,
     Outcome,
     Preamble,
@@ -28,8 +29,8 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol.adapter import (
+    TASKS_EXTENSION,
     Message,
-    declares_tasks_extension,
     decode_header_value,
     encode_header_value,
     runs_tool_tasks,
@@ -45,6 +46,15 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 # The per-request protocol keys: consumed on decode, re-stamped on the way out.
 PROTOCOL_META_KEYS = frozenset({PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL})
+# subscriptions/listen: the acknowledgement, and the filter's keys (list changes by
+# the notification each opts into, and the resource URIs watched).
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+LIST_KEYS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+URIS_KEY = "resourceSubscriptions"
 # Requests whose Mcp-Name header mirrors a body field.
 NAMED = {
     Operation.TOOLS_CALL: "name",
@@ -57,7 +67,6 @@ class Adapter2026_07_28(Adapter2025_11_25):
     version = "2026-07-28"
 
     can_ask = True
-    can_push_ask = False
     asks_in_arguments = False
     has_handshake = False
     allows_batch = False
@@ -115,6 +124,9 @@ class Adapter2026_07_28(Adapter2025_11_25):
         FailureKind.HEADER_MISMATCH: -32020,
         FailureKind.URL_ELICITATION_REQUIRED: -32603,  # never emitted: input_required instead
     }
+    # A modern server's refusal of a probe: header mismatch, missing capability,
+    # unsupported version (codes no earlier revision defines).
+    era_refusal_codes = frozenset({-32020, -32021, -32022})
     statuses = {
         **Adapter2025_11_25.statuses,
         FailureKind.UNKNOWN_METHOD: 404,
@@ -124,6 +136,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
         FailureKind.UNSUPPORTED_VERSION: 400,
         FailureKind.HEADER_MISMATCH: 400,
     }
+
+    @classmethod
+    def named_version(cls, message: dict[str, Any]) -> str | None:
+        """Every request names its revision in `_meta`."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        return version if isinstance(version, str) else None
 
     def translate_code(self, code: int) -> int:
         # Legacy "resource not found" reads as invalid params here.
@@ -200,12 +220,12 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if (
             call.operation is Operation.TOOLS_LIST
             and not self.offers_task_tools
-            and declares_tasks_extension(call.client.capabilities)
+            and self.runs_client_tasks(call.client.capabilities)
             and runs_tool_tasks(profile.capabilities)
         ):
             # The gateway runs the upstream's core tasks as extension tasks for this
             # client: its task-only tools are callable, so they are not hidden.
-            return _TASK_CLIENTS.encode_value(call, profile, value)
+            return self.task_clients.encode_value(call, profile, value)
         return super().encode_value(call, profile, value)
 
     def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -286,11 +306,40 @@ class Adapter2026_07_28(Adapter2025_11_25):
             params["_meta"] = meta
         return Event(event.method, params)
 
-    def discover_result(self, profile: ServerProfile, supported: list[str]) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "supportedVersions": supported,
-            "capabilities": self.capabilities(profile.capabilities),
-        }
+    # ---- subscriptions/listen, both roles
+
+    def listen_interest(self, params: dict[str, Any]) -> Interest:
+        wanted = params.get("notifications")
+        wanted = wanted if isinstance(wanted, dict) else {}
+        uris = wanted.get(URIS_KEY)
+        return Interest(
+            frozenset(method for key, method in LIST_KEYS.items() if wanted.get(key) is True),
+            tuple(uris) if isinstance(uris, list) else None,
+        )
+
+    def listen_acknowledgement(self, honoured: Interest) -> Event:
+        return Event(ACKNOWLEDGED, {"notifications": _listen_filter(honoured)})
+
+    def client_listen_params(self, wanted: Interest) -> dict[str, Any]:
+        return {"notifications": _listen_filter(wanted)}
+
+    def client_read_acknowledgement(self, event: Event) -> Interest | None:
+        if event.method != ACKNOWLEDGED:
+            return None
+        got = event.params.get("notifications")
+        return self.listen_interest({"notifications": got}) if isinstance(got, dict) else Interest()
+
+    def discover_result(
+        self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
+    ) -> dict[str, Any]:
+        capabilities = self.capabilities(profile.capabilities)
+        if tasks:
+            # The gateway runs the upstream's core tasks as the tasks extension's.
+            raw = capabilities.get("extensions")
+            extensions = dict(raw) if isinstance(raw, dict) else {}
+            extensions.setdefault(TASKS_EXTENSION, {})
+            capabilities = {**capabilities, "extensions": extensions}
+        result: dict[str, Any] = {"supportedVersions": supported, "capabilities": capabilities}
         if profile.instructions:
             result["instructions"] = profile.instructions
         return self.project_result(Operation.DISCOVER, result, profile)
@@ -470,14 +519,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
         )
 
 
-class _TaskClients2026_07_28(Adapter2026_07_28):
-    """The same revision toward a client that declared the tasks extension, of an
-    upstream whose core tasks the gateway bridges: task-only tools are offered."""
+def _listen_filter(interest: Interest) -> dict[str, Any]:
+    """A listen's `notifications` filter (asked for, or honoured)."""
+    out: dict[str, Any] = {
+        key: True for key, method in LIST_KEYS.items() if method in interest.lists
+    }
+    if interest.uris is not None:
+        out[URIS_KEY] = list(interest.uris)
+    return out
 
-    offers_task_tools = True
-
-
-_TASK_CLIENTS = _TaskClients2026_07_28()
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAFE_INTEGER = 2**53 - 1

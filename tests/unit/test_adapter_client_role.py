@@ -621,3 +621,41 @@ def test_read_profile_from_a_bare_discover() -> None:
     profile = adapter(MODERN).client_read_profile({"resultType": "complete"})
     assert profile.info == {"name": "upstream", "version": "0"}
     assert profile.versions == (MODERN,)
+
+
+# ------------------------------------------------------- era evidence in a probe
+
+
+@pytest.mark.parametrize("code", [-32020, -32021, -32022])
+def test_modern_refusals_are_era_evidence_only_for_the_modern_revision(code: int) -> None:
+    error = {"code": code, "message": "no"}
+    assert SET.by_version[MODERN].client_is_modern_refusal(error)
+    for version in LEGACY:
+        assert not SET.by_version[version].client_is_modern_refusal(error)
+
+
+@pytest.mark.parametrize("error", [None, "x", {}, {"code": -32600}, {"code": -32602}])
+def test_other_errors_say_nothing_about_the_era(error: Any) -> None:
+    assert not SET.by_version[MODERN].client_is_modern_refusal(error)
+
+
+def test_the_era_codes_are_the_revision_own_codes() -> None:
+    modern = SET.by_version[MODERN]
+    own = {
+        modern.codes[kind]
+        for kind in (
+            FailureKind.HEADER_MISMATCH,
+            FailureKind.MISSING_CAPABILITY,
+            FailureKind.UNSUPPORTED_VERSION,
+        )
+    }
+    assert modern.era_refusal_codes == own
+
+
+def test_an_unsupported_version_refusal_offers_versions() -> None:
+    modern = SET.by_version[MODERN]
+    error = {"code": -32022, "message": "no", "data": {"supported": ["2099-01-01", 3]}}
+    assert modern.client_offered_versions(error) == ["2099-01-01"]
+    assert modern.client_offered_versions({"code": -32021, "data": {"supported": ["x"]}}) == []
+    assert modern.client_offered_versions({"code": -32022}) == []
+    assert SET.by_version["2025-11-25"].client_offered_versions(error) == []

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,48 @@ def test_import_contracts() -> None:
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TASK_UPSTREAM = ServerProfile(capabilities={"tasks": {"requests": {"tools": {"call": {}}}}})
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [{}, {"elicitation": {}}, {"extensions": {TASKS_EXTENSION: {}}}],
+    ids=["plain", "eliciting", "tasks"],
+)
+def test_new_revision_projects_for_every_client_role(capabilities: dict[str, Any]) -> None:
+    """A subclass's own projections reach every kind of client, a tasks client too
+    (not its parent's: 2099 keeps object-rooted output schemas only)."""
+    adapter = future_set().by_version[FUTURE]
+    call = Call(
+        id=1,
+        operation=Operation.TOOLS_LIST,
+        method="tools/list",
+        params={},
+        client=ClientContext(FUTURE, capabilities),
+    )
+    tools = [
+        {"name": "a", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}},
+        {
+            "name": "b",
+            "inputSchema": {"type": "object"},
+            "execution": {"taskSupport": "required"},
+        },
+    ]
+    message = adapter.encode(call, TASK_UPSTREAM, Value({"tools": tools}))
+    assert message is not None
+    listed = {tool["name"]: tool for tool in message["result"]["tools"]}
+    assert "outputSchema" not in listed["a"]
+    # Task-only tools: offered to a tasks client (the gateway runs its tasks), not others.
+    assert ("b" in listed) == (TASKS_EXTENSION in capabilities.get("extensions", {}))
+    # The parent revision is untouched: it keeps the array schema for the same client.
+    modern = future_set().by_version["2026-07-28"]
+    parent = modern.encode(
+        replace(call, client=ClientContext("2026-07-28", capabilities)),
+        TASK_UPSTREAM,
+        Value({"tools": tools}),
+    )
+    assert parent is not None
+    assert parent["result"]["tools"][0]["outputSchema"] == {"type": "array"}

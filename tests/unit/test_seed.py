@@ -21,14 +21,26 @@ def test_behavioural_flags() -> None:
         )
         for adapter in AdapterSet.default().adapters
     }
+    # The seed's table, but for one column where the specification says otherwise:
+    # 2025-03-26 and 2024-11-05 define sampling and roots as server requests, so
+    # their servers do push asks (the seed says False); elicitation, which they
+    # lack, travels in arguments.  `can_push_ask` is derived from `pushable_asks`.
     assert flags == {
         #                  can_ask  push   arguments  handshake  batch
         "2026-07-28": (True, False, False, False, False),
         "2025-11-25": (False, True, False, True, False),
         "2025-06-18": (False, True, False, True, False),
-        "2025-03-26": (False, False, True, True, True),
-        "2024-11-05": (False, False, True, True, False),
+        "2025-03-26": (False, True, True, True, True),
+        "2024-11-05": (False, True, True, True, False),
     }
+
+
+def test_push_is_what_the_revision_can_push() -> None:
+    for adapter in AdapterSet.default().adapters:
+        assert adapter.can_push_ask == bool(adapter.pushable_asks)
+    pushed = {a.version: {k.value for k in a.pushable_asks} for a in AdapterSet.default().adapters}
+    assert pushed["2024-11-05"] == pushed["2025-03-26"] == {"sampling/createMessage", "roots/list"}
+    assert pushed["2026-07-28"] == set()
 
 
 def test_carries_state_is_derived() -> None:

@@ -9,6 +9,7 @@ import pytest
 from gateway.core import Failure, FailureKind, Preamble, SessionView
 from gateway.protocol.adapter import Adapter, encode_header_value
 from gateway.protocol.selection import AdapterSet
+from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 
 SET = AdapterSet.default()
 VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
@@ -176,6 +177,30 @@ def test_only() -> None:
         SET.only([])
     with pytest.raises(ValueError):
         AdapterSet([])
+
+
+class _Renamed(Adapter2026_07_28):
+    """A throwaway revision that names itself under a key of its own."""
+
+    version = "2099-02-02"
+
+    @classmethod
+    def named_version(cls, message: dict[str, Any]) -> str | None:
+        params = message.get("params")
+        named = params.get("x/revision") if isinstance(params, dict) else None
+        return named if isinstance(named, str) else None
+
+
+def test_adapters_declare_how_their_messages_are_recognised() -> None:
+    adapters = SET.with_adapter(_Renamed())
+    body = request(params={"x/revision": "2099-02-02"})
+    assert isinstance(adapters.select(Preamble(body=body)), _Renamed)
+    assert adapters.named_version(request(version=MODERN)) == MODERN
+    # Without it, the key means nothing: the legacy default answers.
+    assert version_of(SET.select(Preamble(body=body))) == SET.default_legacy.version
+    # A set without the modern revision still knows a modern message when it sees one.
+    legacy = SET.only(LEGACY)
+    assert legacy.named_version(request(version=MODERN)) == MODERN
 
 
 def test_with_adapter_replaces_or_adds() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.bridge.subscriptions import (
-    ACKNOWLEDGED,
     NotificationSink,
     SubscriptionHub,
     SubscriptionUpstream,
@@ -22,7 +22,9 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.protocol.v2026_07_28 import SUBSCRIPTION_ID, Adapter2026_07_28
+from gateway.protocol.adapter import Adapter
+from gateway.protocol.selection import AdapterSet
+from gateway.protocol.v2026_07_28 import ACKNOWLEDGED, SUBSCRIPTION_ID, Adapter2026_07_28
 
 WITHIN = 5.0
 CLIENT = ClientContext("2025-11-25")
@@ -39,11 +41,18 @@ def updated(uri: str) -> Event:
     return Event("notifications/resources/updated", {"uri": uri})
 
 
+@dataclass
+class _Verdict:
+    adapter: Adapter
+
+
 class ScriptedUpstream:
     """Records what the hub asks of it; its listens are queues the test feeds."""
 
     def __init__(self, stateless: bool = False) -> None:
         self._stateless = stateless
+        revision = "2026-07-28" if stateless else "2025-11-25"
+        self.verdict = _Verdict(AdapterSet.default().by_version[revision])
         self.requests: list[tuple[str, str]] = []
         self.attached: list[str] = []
         self.listens: list[dict[str, Any]] = []
@@ -261,3 +270,33 @@ def test_the_modern_adapter_strips_the_upstreams_subscription_id() -> None:
     tagged = adapter.encode_event(updated("file:///a"), listen_id="L")
     assert tagged is not None
     assert tagged["params"]["_meta"] == {SUBSCRIPTION_ID: "L"}
+
+
+def test_the_listen_filter_is_the_adapters() -> None:
+    """The filter's keys live in the adapter: read, honoured, and asked upstream."""
+    modern = AdapterSet.default().by_version["2026-07-28"]
+    wanted = modern.listen_interest(
+        {
+            "notifications": {
+                "toolsListChanged": True,
+                "promptsListChanged": False,
+                "resourceSubscriptions": ["a://1", 3],
+                "vendor": True,
+            }
+        }
+    )
+    assert wanted.lists == {"notifications/tools/list_changed"}
+    assert wanted.uris == ("a://1", 3)
+    assert modern.listen_interest({}).empty
+    ack = modern.listen_acknowledgement(wanted)
+    assert ack == Event(
+        ACKNOWLEDGED,
+        {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["a://1", 3]}},
+    )
+    assert modern.client_read_acknowledgement(ack) == wanted
+    assert modern.client_read_acknowledgement(TOOLS_CHANGED) is None
+    assert modern.client_listen_params(wanted) == ack.params
+    legacy = AdapterSet.default().by_version["2025-06-18"]
+    assert legacy.client_list_changes(CAPS) == {"notifications/tools/list_changed"}
+    assert legacy.client_can_subscribe(CAPS)
+    assert not legacy.client_can_subscribe({"resources": {}})

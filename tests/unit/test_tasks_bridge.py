@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.bridge.tasks import TaskBridge, created_task, detailed_task, flatten_task
+from gateway.bridge.tasks import TaskBridge
 from gateway.core import (
     Answer,
     Ask,
@@ -21,6 +21,8 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
+from gateway.protocol.adapter import Adapter
+from gateway.protocol.selection import AdapterSet
 
 TASKS = "io.modelcontextprotocol/tasks"
 CORE_TASK: dict[str, Any] = {
@@ -35,8 +37,21 @@ CORE_TASK: dict[str, Any] = {
 TASK_CAPABILITIES = {"tasks": {"requests": {"tools": {"call": {}}}}}
 
 
+SET = AdapterSet.default()
+CLIENT = SET.by_version["2026-07-28"]  # server role: the tasks extension
+UPSTREAM = SET.by_version["2025-11-25"]  # client role: core tasks
+
+
+def _flat(task: dict[str, Any]) -> dict[str, Any]:
+    """A core task as the extension words it (via the normalized Task)."""
+    read = UPSTREAM.client_read_task(task)
+    assert read is not None
+    return CLIENT.task_result(read)
+
+
 def test_a_task_is_flattened_and_renamed() -> None:
-    assert flatten_task(CORE_TASK) == {
+    assert _flat(CORE_TASK) == {
+        "resultType": "task",
         "taskId": "t1",
         "status": "working",
         "statusMessage": "busy",
@@ -48,33 +63,49 @@ def test_a_task_is_flattened_and_renamed() -> None:
 
 
 def test_an_unlimited_ttl_stays_null_and_absent_fields_stay_absent() -> None:
-    task = {"taskId": "t", "status": "working", "ttl": None}
-    assert flatten_task(task) == {"taskId": "t", "status": "working", "ttlMs": None}
+    task = {"taskId": "t", "status": "working", "ttl": None, "vendor": 1}
+    assert _flat(task) == {"resultType": "task", "taskId": "t", "status": "working", "ttlMs": None}
 
 
 def test_a_create_task_result_becomes_a_task_result() -> None:
-    created = created_task({"task": CORE_TASK})
-    assert created is not None
+    task = UPSTREAM.client_read_created_task({"task": CORE_TASK})
+    assert task is not None
+    created = CLIENT.task_result(task)
     assert created["resultType"] == "task"
     assert created["taskId"] == "t1" and created["pollIntervalMs"] == 500
     assert "task" not in created and "ttl" not in created
 
 
 def test_a_synchronous_result_is_not_a_task() -> None:
-    assert created_task({"content": []}) is None
-    assert created_task({"task": {"status": "working"}}) is None
+    assert UPSTREAM.client_read_created_task({"content": []}) is None
+    assert UPSTREAM.client_read_created_task({"task": {"status": "working"}}) is None
+    assert UPSTREAM.client_read_task({"status": "working"}) is None
+
+
+def test_a_task_run_asks_for_a_task_upstream() -> None:
+    assert UPSTREAM.client_as_task({"name": "t"}) == {"name": "t", "task": {}}
+    assert UPSTREAM.client_task_params("t1") == {"taskId": "t1"}
+    assert CLIENT.task_id({"taskId": "t1"}) == "t1"
+
+
+def _detailed(task: dict[str, Any], outcome: Outcome | None) -> dict[str, Any]:
+    read = UPSTREAM.client_read_task(task)
+    assert read is not None
+    detailed = CLIENT.detailed_task_result(read, outcome, {})
+    assert detailed.pop("resultType") == "complete"
+    return detailed
 
 
 def test_a_tool_error_is_a_completed_task() -> None:
     failed = {**CORE_TASK, "status": "failed"}
     result = {"content": [{"type": "text", "text": "no"}], "isError": True}
-    detailed = detailed_task(failed, Value(result))
+    detailed = _detailed(failed, Value(result))
     assert detailed["status"] == "completed"
     assert detailed["result"] == result
 
 
 def test_a_completed_task_carries_its_result() -> None:
-    detailed = detailed_task({**CORE_TASK, "status": "completed"}, Value({"content": []}))
+    detailed = _detailed({**CORE_TASK, "status": "completed"}, Value({"content": []}))
     assert detailed["status"] == "completed"
     assert detailed["result"] == {"content": []}
     assert "error" not in detailed
@@ -82,20 +113,38 @@ def test_a_completed_task_carries_its_result() -> None:
 
 def test_a_protocol_error_is_a_failed_task_with_its_error() -> None:
     failure = Failure(FailureKind.UPSTREAM_ERROR, "boom", {"x": 1}, code=-32000)
-    detailed = detailed_task({**CORE_TASK, "status": "failed"}, failure)
+    detailed = _detailed({**CORE_TASK, "status": "failed"}, failure)
     assert detailed["status"] == "failed"
     assert detailed["error"] == {"code": -32000, "message": "boom", "data": {"x": 1}}
     assert "result" not in detailed
 
 
 def test_a_working_task_has_no_outcome() -> None:
-    detailed = detailed_task(CORE_TASK, None)
+    detailed = _detailed(CORE_TASK, None)
     assert "result" not in detailed and "error" not in detailed
+    assert "inputRequests" not in detailed
+
+
+def test_a_task_waiting_on_input_shows_its_requests() -> None:
+    read = UPSTREAM.client_read_task({**CORE_TASK, "status": "input_required"})
+    assert read is not None
+    ask = Ask(AskKind.ELICIT, {"message": "ok?"})
+    detailed = CLIENT.detailed_task_result(read, None, {"t1-1": ask})
+    assert detailed["inputRequests"] == {
+        "t1-1": {"method": "elicitation/create", "params": {"message": "ok?"}}
+    }
+
+
+@dataclass
+class _Verdict:
+    adapter: Adapter
 
 
 class _Upstream:
     def __init__(self, stateless: bool = False) -> None:
         self._stateless = stateless
+        adapter = SET.by_version["2026-07-28" if stateless else "2025-11-25"]
+        self.verdict = _Verdict(adapter)
 
     async def execute(self, call: Call, exchange: Exchange) -> Outcome:
         return Value({})
@@ -131,12 +180,14 @@ def test_the_bridge_applies_only_to_declaring_clients_of_task_upstreams() -> Non
 
 
 def test_discovery_gains_the_extension_only_where_bridged() -> None:
-    bridge = TaskBridge(_Upstream())
-    profile = ServerProfile(capabilities=TASK_CAPABILITIES)
-    advertised = bridge.advertise({"tools": {}, "extensions": {"x/y": {}}}, profile)
-    assert advertised["extensions"] == {"x/y": {}, TASKS: {}}
+    profile = ServerProfile(capabilities={**TASK_CAPABILITIES, "extensions": {"x/y": {}}})
+    bridged = TaskBridge(_Upstream()).bridged(profile)
+    assert bridged
+    advertised = CLIENT.discover_result(profile, ["2026-07-28"], tasks=bridged)
+    assert advertised["capabilities"]["extensions"] == {"x/y": {}, TASKS: {}}
     plain = ServerProfile(capabilities={"tools": {}})
-    assert bridge.advertise({"tools": {}}, plain) == {"tools": {}}
+    assert not TaskBridge(_Upstream()).bridged(plain)
+    assert "extensions" not in CLIENT.discover_result(plain, [])["capabilities"]
 
 
 class _AskingUpstream(_Upstream):
