@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from gateway import __version__
 from gateway.app import Gateway
+from gateway.bridge.backend import Backend
 from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
 from gateway.observability import configure_logging
 from gateway.protocol import AdapterSet
@@ -296,7 +297,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         link = UpstreamLink(spec.upstream_settings(), adapters, http)
         route = Route(
             path=spec.path,
-            link=link,
+            backend=Backend(link, adapters),
             adapters=adapters,
             guard=OriginGuard(loopback_only=True),
             forward_headers=tuple(headers) or ("authorization",),
@@ -304,7 +305,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         try:
             await run_stdio(route, headers=headers)
         finally:
-            await route.forwarder.close()
+            await route.backend.close()
             await link.close()
 
 

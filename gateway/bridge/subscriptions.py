@@ -48,6 +48,7 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
+    discard_event,
 )
 
 log = structlog.get_logger(__name__)
@@ -504,10 +505,6 @@ class SubscriptionHub:
         self.upstream.on_notification(None)
 
 
-async def _discard(event: Event) -> None:
-    return None
-
-
 def _quiet(exchange: Exchange, call: Call) -> Exchange:
     """The gateway's own upstream request: nothing of it reaches a client."""
-    return replace(exchange, call=call, emit=_discard, ask=None)
+    return replace(exchange, call=call, emit=discard_event, ask=None)

@@ -29,7 +29,6 @@ from gateway.core import (
     Answer,
     Ask,
     Call,
-    Event,
     Exchange,
     Failure,
     FailureKind,
@@ -37,6 +36,7 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
+    discard_event,
 )
 from gateway.protocol.adapter import TASKS_EXTENSION, declares_tasks_extension, runs_tool_tasks
 
@@ -255,7 +255,7 @@ class TaskBridge:
                 inputs.pending.pop(key, None)
 
         # Nobody's request stays open for it: its events have nowhere to go.
-        held = replace(exchange, ask=ask, emit=_drop)
+        held = replace(exchange, ask=ask, emit=discard_event)
         return asyncio.get_running_loop().create_task(
             self._upstream(call, held, Operation.TASKS_RESULT)
         )
@@ -270,7 +270,3 @@ class TaskBridge:
         params = {"taskId": call.params.get("taskId")}
         asked = replace(call, operation=operation, method=operation.value, params=params)
         return await upstream.execute(asked, exchange)
-
-
-async def _drop(event: Event) -> None:
-    return None

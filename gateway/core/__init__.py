@@ -19,7 +19,7 @@ from gateway.core.catalog import (
     ServerProfile,
     ToolSpec,
 )
-from gateway.core.exchange import Asker, EventSink, Exchange
+from gateway.core.exchange import Asker, EventSink, Exchange, discard_event
 from gateway.core.failure import Failure, FailureKind
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
 from gateway.core.preamble import Preamble, SessionView
@@ -53,4 +53,5 @@ __all__ = [
     "SessionView",
     "ToolSpec",
     "Value",
+    "discard_event",
 ]
