@@ -157,44 +157,7 @@ class Gateway:
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
         for spec in self.specs:
-            if spec.version is not None and spec.version not in self.adapters.by_version:
-                raise ValueError(
-                    f"route {spec.path}: unknown revision {spec.version} "
-                    f"(known: {', '.join(self.adapters.versions)})"
-                )
-            settings = spec.upstream_settings()
-            static = {name.lower() for name in spec.headers_from_env} | {
-                name.lower() for name in spec.headers_from_file
-            }
-            # A header the gateway sets for the upstream is never overridden by the client's.
-            forward = tuple(
-                dict.fromkeys(
-                    name
-                    for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
-                    if name not in static
-                )
-            )
-            backend = Backend(
-                UpstreamLink(settings, self.adapters, self._session_for(spec)),
-                self.adapters,
-                cache_ttl_ms=spec.ttl_ms,
-                cache_scope=spec.cache_scope,
-                sealer=StateSealer(self.state_key, ttl=self.park_ttl),
-                max_parked=self.max_parked,
-            )
-            route = Route(
-                path=spec.path,
-                backend=backend,
-                adapters=self.adapters,
-                guard=OriginGuard(
-                    loopback_only=loopback,
-                    allowed_hosts=spec.allowed_hosts,
-                    allowed_origins=spec.allowed_origins,
-                ),
-                forward_headers=forward,
-                max_body=self.max_body_bytes,
-                sessions=SessionStore(idle_timeout=self.session_idle_timeout),
-            )
+            route = self._route(spec, loopback)
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
@@ -206,6 +169,45 @@ class Gateway:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         return app
+
+    def _route(self, spec: RouteSpec, loopback: bool) -> Route:
+        """One route: its upstream link behind the bridge, its guard and its limits."""
+        if spec.version is not None and spec.version not in self.adapters.by_version:
+            raise ValueError(
+                f"route {spec.path}: unknown revision {spec.version} "
+                f"(known: {', '.join(self.adapters.versions)})"
+            )
+        settings = spec.upstream_settings()
+        static = {name.lower() for name in spec.headers_from_env} | {
+            name.lower() for name in spec.headers_from_file
+        }
+        # A header the gateway sets for the upstream is never overridden by the client's.
+        forward = tuple(
+            dict.fromkeys(
+                name for name in (*_DEFAULT_FORWARD, *spec.forward_headers) if name not in static
+            )
+        )
+        backend = Backend(
+            UpstreamLink(settings, self.adapters, self._session_for(spec)),
+            self.adapters,
+            cache_ttl_ms=spec.ttl_ms,
+            cache_scope=spec.cache_scope,
+            sealer=StateSealer(self.state_key, ttl=self.park_ttl),
+            max_parked=self.max_parked,
+        )
+        return Route(
+            path=spec.path,
+            backend=backend,
+            adapters=self.adapters,
+            guard=OriginGuard(
+                loopback_only=loopback,
+                allowed_hosts=spec.allowed_hosts,
+                allowed_origins=spec.allowed_origins,
+            ),
+            forward_headers=forward,
+            max_body=self.max_body_bytes,
+            sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+        )
 
     @web.middleware
     async def _context_middleware(

@@ -1,4 +1,4 @@
-"""Helpers every inbound transport shares (HTTP, stdio)."""
+"""Small helpers of the inbound side (the pipeline and the transports' own checks)."""
 
 from __future__ import annotations
 
@@ -39,10 +39,7 @@ def principal_of(headers: Mapping[str, str]) -> str:
 
 
 def wanted(event: Event, call: Call, session: SessionView | None) -> bool:
-    """Progress for this call's token; logs only at or above the level asked for.
-
-    (``transport.http._wanted`` takes the Session; pass ``session.view``.)
-    """
+    """Progress for this call's token; logs only at or above the level asked for."""
     if event.method == "notifications/progress":
         return call.progress_token is not None and event.progress_token == call.progress_token
     if event.method == "notifications/message":

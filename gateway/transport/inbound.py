@@ -194,6 +194,8 @@ class Pipeline:
             arrival._profile = asyncio.ensure_future(
                 self.route.profile(arrival.principal, arrival.forwarded)
             )
+            # Read here even when every call that wanted it was cancelled meanwhile.
+            arrival._profile.add_done_callback(_retrieved)
         try:
             return await asyncio.shield(arrival._profile)
         except Failure as failure:
@@ -434,3 +436,8 @@ class Pipeline:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         self.sessions.close_all()
+
+
+def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
+    if not future.cancelled():
+        future.exception()
