@@ -268,7 +268,7 @@ class Endpoint:
         return web.Response(status=200)
 
     async def close(self) -> None:
-        await self.route.forwarder.close()
+        await self.route.backend.close()
         await self.pipeline.close()
 
     def busy(self) -> set[asyncio.Task[None]]:
