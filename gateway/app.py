@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import ipaddress
 import os
@@ -14,12 +13,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
 from aiohttp import web
 
+from gateway.bridge.backend import Backend
 from gateway.bridge.state import StateSealer
 from gateway.demo import start_demo
 from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
@@ -124,7 +123,7 @@ class Gateway:
 
     def in_flight(self) -> int:
         """Client requests (POSTs) being handled, and calls answered on a stream."""
-        return len(self._requests) + sum(len(_background(e)) for e in self.endpoints)
+        return len(self._requests) + sum(len(e.busy()) for e in self.endpoints)
 
     # ------------------------------------------------------------------ build
 
@@ -158,40 +157,7 @@ class Gateway:
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
         for spec in self.specs:
-            if spec.version is not None and spec.version not in self.adapters.by_version:
-                raise ValueError(
-                    f"route {spec.path}: unknown revision {spec.version} "
-                    f"(known: {', '.join(self.adapters.versions)})"
-                )
-            settings = spec.upstream_settings()
-            static = {name.lower() for name in spec.headers_from_env} | {
-                name.lower() for name in spec.headers_from_file
-            }
-            # A header the gateway sets for the upstream is never overridden by the client's.
-            forward = tuple(
-                dict.fromkeys(
-                    name
-                    for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
-                    if name not in static
-                )
-            )
-            route = Route(
-                path=spec.path,
-                link=UpstreamLink(settings, self.adapters, self._session_for(spec)),
-                adapters=self.adapters,
-                guard=OriginGuard(
-                    loopback_only=loopback,
-                    allowed_hosts=spec.allowed_hosts,
-                    allowed_origins=spec.allowed_origins,
-                ),
-                forward_headers=forward,
-                max_body=self.max_body_bytes,
-                cache_ttl_ms=spec.ttl_ms,
-                cache_scope=spec.cache_scope,
-                sessions=SessionStore(idle_timeout=self.session_idle_timeout),
-                sealer=StateSealer(self.state_key, ttl=self.park_ttl),
-                max_parked=self.max_parked,
-            )
+            route = self._route(spec, loopback)
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
@@ -203,6 +169,45 @@ class Gateway:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         return app
+
+    def _route(self, spec: RouteSpec, loopback: bool) -> Route:
+        """One route: its upstream link behind the bridge, its guard and its limits."""
+        if spec.version is not None and spec.version not in self.adapters.by_version:
+            raise ValueError(
+                f"route {spec.path}: unknown revision {spec.version} "
+                f"(known: {', '.join(self.adapters.versions)})"
+            )
+        settings = spec.upstream_settings()
+        static = {name.lower() for name in spec.headers_from_env} | {
+            name.lower() for name in spec.headers_from_file
+        }
+        # A header the gateway sets for the upstream is never overridden by the client's.
+        forward = tuple(
+            dict.fromkeys(
+                name for name in (*_DEFAULT_FORWARD, *spec.forward_headers) if name not in static
+            )
+        )
+        backend = Backend(
+            UpstreamLink(settings, self.adapters, self._session_for(spec)),
+            self.adapters,
+            cache_ttl_ms=spec.ttl_ms,
+            cache_scope=spec.cache_scope,
+            sealer=StateSealer(self.state_key, ttl=self.park_ttl),
+            max_parked=self.max_parked,
+        )
+        return Route(
+            path=spec.path,
+            backend=backend,
+            adapters=self.adapters,
+            guard=OriginGuard(
+                loopback_only=loopback,
+                allowed_hosts=spec.allowed_hosts,
+                allowed_origins=spec.allowed_origins,
+            ),
+            forward_headers=forward,
+            max_body=self.max_body_bytes,
+            sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+        )
 
     @web.middleware
     async def _context_middleware(
@@ -245,23 +250,10 @@ class Gateway:
 
     async def _route_ready(self, route: Route) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections."""
-        link = route.link
-        try:
-            if link.verdict is None:
-                await asyncio.wait_for(link.ensure("anonymous", {}), READY_TIMEOUT)
-            else:
-                await asyncio.wait_for(_connectable(link.settings.url), READY_TIMEOUT)
-        except Exception as exc:  # any reason the upstream is not usable
-            return {"ready": False, "error": str(exc) or type(exc).__name__}
-        verdict = link.verdict
-        if verdict is None:
-            return {"ready": False, "error": "the upstream's protocol era is not known"}
-        return {
-            "ready": True,
-            "upstream_revision": verdict.adapter.version,
-            "transport": verdict.transport,
-            "sessions": len(route.sessions),
-        }
+        check = await route.backend.ready(READY_TIMEOUT)
+        if check["ready"]:
+            check["sessions"] = len(route.sessions)
+        return check
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -303,7 +295,7 @@ class Gateway:
             while True:
                 pending = set(self._requests)
                 for endpoint in self.endpoints:
-                    pending |= _background(endpoint)
+                    pending |= endpoint.busy()
                 remaining = deadline - time.monotonic()
                 if not pending or remaining <= 0 or self._force.is_set():
                     break
@@ -337,7 +329,7 @@ class Gateway:
             await self._runner.cleanup()
             self._runner = None
         for endpoint in self.endpoints:
-            await endpoint.route.link.close()
+            await endpoint.route.backend.link.close()
         for session in self._route_http:
             await session.close()
         if self._http is not None:
@@ -393,23 +385,7 @@ def _default_forward() -> tuple[str, ...]:
 _DEFAULT_FORWARD = _default_forward()
 
 
-def _background(endpoint: Endpoint) -> set[asyncio.Task[None]]:
-    """Calls an endpoint answers in the background (on an HTTP+SSE stream)."""
-    tasks: set[asyncio.Task[None]] = getattr(endpoint, "_background", set())
-    return {task for task in tasks if not task.done()}
-
-
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     request_id = request.get("request_id")
     if isinstance(request_id, str):
         response.headers.setdefault(REQUEST_ID_HEADER, request_id)
-
-
-async def _connectable(url: str) -> None:
-    """Open (and close) a TCP connection to the URL's host and port."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    _, writer = await asyncio.open_connection(parts.hostname, port)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from gateway import __version__
 from gateway.app import Gateway
+from gateway.bridge.backend import Backend
 from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
 from gateway.observability import configure_logging
 from gateway.protocol import AdapterSet
@@ -73,60 +74,74 @@ def _choice(name: str, value: str | None, choices: tuple[str, ...]) -> str | Non
     return value.lower() if value is not None else None
 
 
+# The options of `gateway serve`.
+RouteOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--route",
+        "-r",
+        metavar="PATH=UPSTREAM[,key=value...]",
+        help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
+        "version=REV (pin the upstream's revision), transport=auto|http|sse, "
+        "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
+        "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2.  "
+        "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
+        "fronts its bundled demo server at /mcp.",
+    ),
+]
+
+ListenOption = Annotated[
+    str | None,
+    typer.Option(metavar="HOST:PORT", help="Where to listen.  [default: 127.0.0.1:8080]"),
+]
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="A TOML config file (see config/gateway.example.toml).  Env: GATEWAY_CONFIG.",
+    ),
+]
+
+LogLevelOption = Annotated[
+    str | None,
+    typer.Option(metavar="LEVEL", help="debug, info, warning or error.  [default: info]"),
+]
+
+LogFormatOption = Annotated[
+    str | None,
+    typer.Option(metavar="FORMAT", help="json (one object a line) or console.  [default: json]"),
+]
+
+DrainTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        metavar="SECONDS",
+        help="On SIGTERM/SIGINT, how long to let calls in flight finish.  [default: 30]",
+    ),
+]
+
+CheckConfigOption = Annotated[
+    bool,
+    typer.Option(
+        "--check-config",
+        hidden=True,
+        help="Validate the settings, print them as JSON and exit without serving.",
+    ),
+]
+
+
 @app.command()
 def serve(
-    route: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--route",
-            "-r",
-            metavar="PATH=UPSTREAM[,key=value...]",
-            help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
-            "version=REV (pin the upstream's revision), transport=auto|http|sse, "
-            "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
-            "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2.  "
-            "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
-            "fronts its bundled demo server at /mcp.",
-        ),
-    ] = None,
-    listen: Annotated[
-        str | None,
-        typer.Option(metavar="HOST:PORT", help="Where to listen.  [default: 127.0.0.1:8080]"),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            metavar="FILE",
-            help="A TOML config file (see config/gateway.example.toml).  Env: GATEWAY_CONFIG.",
-        ),
-    ] = None,
-    log_level: Annotated[
-        str | None,
-        typer.Option(metavar="LEVEL", help="debug, info, warning or error.  [default: info]"),
-    ] = None,
-    log_format: Annotated[
-        str | None,
-        typer.Option(
-            metavar="FORMAT", help="json (one object a line) or console.  [default: json]"
-        ),
-    ] = None,
-    drain_timeout: Annotated[
-        float | None,
-        typer.Option(
-            metavar="SECONDS",
-            help="On SIGTERM/SIGINT, how long to let calls in flight finish.  [default: 30]",
-        ),
-    ] = None,
-    check_config: Annotated[
-        bool,
-        typer.Option(
-            "--check-config",
-            hidden=True,
-            help="Validate the settings, print them as JSON and exit without serving.",
-        ),
-    ] = False,
+    route: RouteOption = None,
+    listen: ListenOption = None,
+    config: ConfigOption = None,
+    log_level: LogLevelOption = None,
+    log_format: LogFormatOption = None,
+    drain_timeout: DrainTimeoutOption = None,
+    check_config: CheckConfigOption = False,
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
 
@@ -296,7 +311,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         link = UpstreamLink(spec.upstream_settings(), adapters, http)
         route = Route(
             path=spec.path,
-            link=link,
+            backend=Backend(link, adapters),
             adapters=adapters,
             guard=OriginGuard(loopback_only=True),
             forward_headers=tuple(headers) or ("authorization",),
@@ -304,7 +319,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         try:
             await run_stdio(route, headers=headers)
         finally:
-            await route.forwarder.close()
+            await route.backend.close()
             await link.close()
 
 

@@ -36,7 +36,7 @@ from gateway.core import (
     Value,
 )
 from gateway.protocol import Adapter, AdapterSet
-from gateway.upstream.sse import encode_event
+from gateway.wire.sse import encode_event
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -134,9 +134,10 @@ class _RouteGauges(Collector):
         for route in self._routes():
             sessions.add_metric([route.path], len(route.sessions))
             parked.add_metric([route.path], _parked(route))
-            verdict = route.link.verdict
-            if verdict is not None:
-                upstream.add_metric([route.path, verdict.adapter.version, verdict.transport], 1)
+            revision = route.backend.upstream_revision
+            transport = route.backend.upstream_transport
+            if revision is not None and transport is not None:
+                upstream.add_metric([route.path, revision, transport], 1)
         yield sessions
         yield parked
         yield upstream

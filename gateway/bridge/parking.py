@@ -20,13 +20,9 @@ from typing import Any
 
 import structlog
 
-from gateway.core import Answer, Ask, Event, EventSink, Outcome
+from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
 
 log = structlog.get_logger(__name__)
-
-
-async def _nowhere(event: Event) -> None:
-    return None
 
 
 @dataclass(eq=False)
@@ -38,7 +34,7 @@ class ParkedCall:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     round: int = 0
-    emit: EventSink = _nowhere
+    emit: EventSink = discard_event
     missing: Ask | None = None
     _keys: Any = field(default_factory=lambda: itertools.count(1))
     _expiry: asyncio.TimerHandle | None = None

@@ -49,6 +49,7 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
+    discard_event,
 )
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.adapter import LIST_CHANGES
@@ -497,10 +498,6 @@ class SubscriptionHub:
         self.upstream.on_notification(None)
 
 
-async def _discard(event: Event) -> None:
-    return None
-
-
 def _quiet(exchange: Exchange, call: Call) -> Exchange:
     """The gateway's own upstream request: nothing of it reaches a client."""
-    return replace(exchange, call=call, emit=_discard, ask=None)
+    return replace(exchange, call=call, emit=discard_event, ask=None)

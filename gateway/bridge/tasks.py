@@ -29,7 +29,6 @@ from gateway.core import (
     Answer,
     Ask,
     Call,
-    Event,
     Exchange,
     Failure,
     FailureKind,
@@ -38,6 +37,7 @@ from gateway.core import (
     ServerProfile,
     Task,
     Value,
+    discard_event,
 )
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
 from gateway.protocol import Adapter, AdapterSet
@@ -226,7 +226,7 @@ class TaskBridge:
                 inputs.pending.pop(key, None)
 
         # Nobody's request stays open for it: its events have nowhere to go.
-        held = replace(exchange, ask=ask, emit=_drop)
+        held = replace(exchange, ask=ask, emit=discard_event)
         return asyncio.get_running_loop().create_task(
             self._upstream(call, held, Operation.TASKS_RESULT)
         )
@@ -241,7 +241,3 @@ class TaskBridge:
         params = speaks.client_task_params(self._task_id(call))
         asked = replace(call, operation=operation, method=operation.value, params=params)
         return await upstream.execute(asked, exchange)
-
-
-async def _drop(event: Event) -> None:
-    return None

@@ -19,7 +19,7 @@ from gateway.core.catalog import (
     ServerProfile,
     ToolSpec,
 )
-from gateway.core.exchange import Asker, EventSink, Exchange
+from gateway.core.exchange import Asker, EventSink, Exchange, discard_event
 from gateway.core.failure import Failure, FailureKind
 from gateway.core.interest import Interest
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
@@ -57,4 +57,5 @@ __all__ = [
     "Task",
     "ToolSpec",
     "Value",
+    "discard_event",
 ]

@@ -18,8 +18,9 @@ EventSink = Callable[[Event], Awaitable[None]]
 Asker = Callable[[Ask], Awaitable[Answer | None]]
 
 
-async def _discard(event: Event) -> None:
-    return None
+async def discard_event(event: Event) -> None:
+    """The null event sink: for events with nobody to hear them."""
+    return
 
 
 @dataclass(slots=True)
@@ -40,7 +41,7 @@ class Exchange:
     principal: str = "anonymous"
     request_id: str = ""
     forward_headers: dict[str, str] = field(default_factory=dict)
-    emit: EventSink = _discard
+    emit: EventSink = discard_event
     ask: Asker | None = None
     # The client carries state between rounds (input_required, or asks in arguments).
     can_park: bool = False

@@ -1,4 +1,4 @@
-"""Helpers every inbound transport shares (HTTP, stdio)."""
+"""Small helpers of the inbound side (the pipeline and the transports' own checks)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,20 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from gateway.bridge.subscriptions import SubscriptionHub
 from gateway.core import (
     Answer,
     Ask,
     Asker,
     Call,
-    ClientContext,
     Event,
     Failure,
     FailureKind,
     Operation,
     Outcome,
     Preamble,
-    ServerProfile,
     SessionView,
 )
+from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.sessions import Session
@@ -41,10 +39,7 @@ def principal_of(headers: Mapping[str, str]) -> str:
 
 
 def wanted(event: Event, call: Call, session: SessionView | None) -> bool:
-    """Progress for this call's token; logs only at or above the level asked for.
-
-    (``transport.http._wanted`` takes the Session; pass ``session.view``.)
-    """
+    """Progress for this call's token; logs only at or above the level asked for."""
     if event.method == "notifications/progress":
         return call.progress_token is not None and event.progress_token == call.progress_token
     if event.method == "notifications/message":
@@ -64,50 +59,11 @@ def listen_id(call: Call) -> Any:
     return call.id if call.operation is Operation.LISTEN else None
 
 
-def join_session(
-    hub: SubscriptionHub | None,
-    route: str,
-    session: Session,
-    adapter_for: Callable[[], Adapter | None],
-    write: Callable[[dict[str, Any]], Awaitable[None]],
-    profile: ServerProfile,
-    *,
-    principal: str,
-    headers: Mapping[str, str],
-    client: ClientContext,
-    lists: bool,
-) -> None:
-    """A handshake-era session hears the upstream's change notifications (in its own
-    revision, through ``write``) until it ends."""
-    if hub is None:
-        return
-
-    async def sink(event: Event) -> None:
-        adapter = adapter_for()
-        message = adapter.encode_event(event) if adapter is not None else None
-        if message is not None:
-            await write(message)
-
-    fresh = session.id not in hub
-    hub.join(
-        session.id,
-        principal,
-        sink,
-        profile,
-        client=client,
-        headers=headers,
-        route=route,
-        lists=lists,
-    )
-    if fresh:
-        session.on_close.append(lambda: hub.leave(session.id))
-
-
 def first_id(body: Any) -> Any:
     first = body[0] if isinstance(body, list) and body else body
     if isinstance(first, dict):
         value = first.get("id")
-        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        if rpc.valid_id(value):
             return value
     return None
 

@@ -65,14 +65,6 @@ class Session:
         future.set_result(answer)
         return True
 
-    def cancel(self, request_id: Any) -> bool:
-        """The client cancelled one of its requests: stop working on it."""
-        task = self.running.get(request_id)
-        if task is None or task.done():
-            return False
-        task.cancel()
-        return True
-
     def close(self) -> None:
         if not self.closed:
             for hook in self.on_close:

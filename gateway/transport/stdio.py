@@ -1,9 +1,9 @@
 """The inbound stdio transport: the gateway as a local MCP server for one client.
 
-I/O only, as for HTTP: which revision a line speaks is the AdapterSet's call,
-what it means is the adapter's, what to do about it is the forwarder's.  One
-line in is one JSON-RPC message (or, where the revision has them, a batch);
-one line out is one answer, event or pushed ask.
+I/O only, as for HTTP: what happens to a line between reading and writing is
+the inbound pipeline's (:mod:`gateway.transport.inbound`).  One line in is one
+JSON-RPC message (or, where the revision has them, a batch); one line out is one
+answer, event or pushed ask.
 
 The whole process is one client.  A handshake-era client gets one implicit
 session when it initializes (there is no session id on stdio); a modern
@@ -18,52 +18,23 @@ import contextlib
 import os
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import orjson
 import structlog
 
-from gateway.core import (
-    Call,
-    ClientReply,
-    DecodeFailure,
-    Event,
-    Exchange,
-    Failure,
-    FailureKind,
-    Operation,
-    Outcome,
-    Preamble,
-    ServerProfile,
-    SessionView,
-)
+from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core import jsonrpc as rpc
-from gateway.protocol import Adapter
-from gateway.transport.common import (
-    first_id,
-    is_initialize,
-    join_session,
-    listen_id,
-    observe,
-    principal_of,
-    push_asker,
-    reporter,
-    too_large,
-    wanted,
-)
+from gateway.transport.common import too_large
+from gateway.transport.inbound import Arrival, Pipeline, Refusal, Running
 from gateway.transport.route import Route
-from gateway.transport.sessions import Session
-from gateway.upstream.stdio import CHUNK, Oversized, encode_line, iter_lines
+from gateway.transport.sessions import Session, SessionStore
+from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 log = structlog.get_logger(__name__)
 
 ReadFn = Callable[[int], Awaitable[bytes]]
 WriteFn = Callable[[bytes], Awaitable[None]]
-
-STDIO_SESSION_ID = "stdio"
 
 
 class StdioServer:
@@ -87,17 +58,18 @@ class StdioServer:
         self.route = route
         self.adapters = route.adapters
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
-        self.principal = principal_of(self.headers)
-        self.forwarded = {
-            name: self.headers[name] for name in route.forward_headers if name in self.headers
-        }
         self.eof_grace = eof_grace
         self.session: Session | None = None
         self._write = write
         self._write_lock = asyncio.Lock()
         self._broken = False
-        self._inflight: dict[Any, asyncio.Task[None]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        # The process is one client: its session's stream is stdout, open from the
+        # start; a call it cancels gets no answer.
+        self.pipeline = Pipeline(
+            route, SessionStore(), self._push, streams_open=True, answer_cancelled=False
+        )
+        # The client's calls in flight, by request id (what it may cancel).
+        self.running: Running = {}
         self._log = structlog.get_logger(__name__, route=route.path, transport="stdio")
 
     # ------------------------------------------------------------ output
@@ -114,6 +86,9 @@ class StdioServer:
                 self._broken = True
                 self._log.warning("the stdio client stopped reading", error=str(exc))
 
+    async def _push(self, session: Session, message: dict[str, Any]) -> None:
+        await self.send(message)
+
     # ------------------------------------------------------------- input
 
     async def serve(self, read: ReadFn) -> None:
@@ -121,7 +96,8 @@ class StdioServer:
         try:
             async for line in iter_lines(read, self.route.max_body):
                 if isinstance(line, Oversized):
-                    adapter = self._session_adapter() or self.adapters.default_legacy
+                    adapter = self.pipeline.session_adapter(self.session)
+                    adapter = adapter or self.adapters.default_legacy
                     await self.send(adapter.encode_failure(None, too_large(self.route.max_body)))
                     continue
                 if line.strip():
@@ -130,34 +106,14 @@ class StdioServer:
             await self._wind_down()
 
     async def _wind_down(self) -> None:
-        running = set(self._inflight.values()) | self._background
+        running = set(self.running.values()) | self.pipeline.tasks
         if running:
             _, pending = await asyncio.wait(running, timeout=self.eof_grace)
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-        if self.session is not None:
-            self.session.close()
-
-    def _session_adapter(self) -> Adapter | None:
-        if self.session is None:
-            return None
-        return self.adapters.by_version.get(self.session.view.protocol_version)
-
-    def _spawn(self, coro: Awaitable[None], key: Any = None) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        if key is not None:
-            self._inflight[key] = task
-
-            def done(finished: asyncio.Task[None]) -> None:
-                if self._inflight.get(key) is finished:
-                    del self._inflight[key]
-
-            task.add_done_callback(done)
-        else:
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        await self.pipeline.close()
 
     async def handle_line(self, line: bytes) -> None:
         """One inbound line: decode it, then answer, resolve, cancel or start calls."""
@@ -168,48 +124,21 @@ class StdioServer:
             transport="stdio",
             session=session.view if session is not None else None,
         )
-        try:
-            preamble.body = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            preamble.parse_error = f"Parse error: {exc}"
-            failure = Failure(FailureKind.PARSE_ERROR, preamble.parse_error)
-            await self.send(reporter(self.adapters, preamble).encode_failure(None, failure))
+        selected = self.pipeline.parse(preamble, line) or self.pipeline.select(preamble, session)
+        if isinstance(selected, Refusal):
+            if not rpc.is_notification(preamble.body):
+                await self.send(selected.message())
             return
-        body = preamble.body
-        selected = self.adapters.select(preamble)
-        if isinstance(selected, Failure):
-            if not rpc.is_notification(body):
-                message = reporter(self.adapters, preamble).encode_failure(first_id(body), selected)
-                await self.send(message)
-            return
-        adapter = selected
-        if (
-            session is not None
-            and adapter.has_handshake
-            and session.view.protocol_version != adapter.version
-            and not is_initialize(body)
-        ):
-            adapter = self.adapters.by_version.get(session.view.protocol_version, adapter)
-
-        items = adapter.decode(preamble)
-        raw = body if isinstance(body, list) and len(body) == len(items) else [body] * len(items)
-        requests: list[Call] = []
-        answers: list[dict[str, Any]] = []
-        for item, message in zip(items, raw, strict=True):
-            if isinstance(item, DecodeFailure):
-                if not rpc.is_notification(message):
-                    answers.append(adapter.encode_failure(item.id, item.failure))
-            elif isinstance(item, ClientReply):
-                if self.session is None or not self.session.resolve(item.id, item.answer):
-                    self._log.info("dropping a reply to no pending request", id=item.id)
-            elif item.is_notification:
-                self._notification(item, adapter)
-            else:
-                requests.append(item)
-
-        if isinstance(body, list):
+        arrival = self.pipeline.accept(preamble, selected, session, self.running)
+        # Answered before reading on: what follows belongs to the new session.
+        if await self.pipeline.handshake(arrival):
+            self.session = arrival.session
+        self.pipeline.settle(arrival, self.send)
+        answers = _answerable(arrival)
+        requests = arrival.requests
+        if isinstance(preamble.body, list):
             if requests:
-                self._spawn(self._answer_batch(requests, adapter, answers))
+                self.pipeline.spawn(self._answer_batch(arrival, answers))
             elif answers:
                 await self.send(answers)
             return
@@ -217,141 +146,48 @@ class StdioServer:
             await self.send(answer)
         for call in requests:
             if call.operation is Operation.INITIALIZE:
-                # Answered before reading on: what follows belongs to the new session.
-                await self._initialize(call, adapter)
-            elif call.id in self._inflight:
+                await self._answer(arrival, call)
+            elif call.id in self.running:
                 failure = Failure(
                     FailureKind.INVALID_REQUEST, f"request id {call.id!r} is already in flight"
                 )
-                await self.send(adapter.encode_failure(call.id, failure, call.operation))
+                await self.send(selected.encode_failure(call.id, failure, call.operation))
             else:
-                self._spawn(self._answer(call, adapter), key=call.id)
+                self._start(arrival, call)
 
-    def _notification(self, call: Call, adapter: Adapter) -> None:
-        if call.operation is Operation.INITIALIZED:
-            if self.session is not None:
-                self.session.view.initialized = True
-            return
-        if call.operation is Operation.CANCELLED:
-            task = self._inflight.get(call.params.get("requestId"))
-            if task is not None:
-                task.cancel()
-            return
-        self._spawn(self._notify(call, adapter))
+    def _start(self, arrival: Arrival, call: Call) -> None:
+        """Answer ``call`` in a task of its own: the one its cancellation stops."""
+        key = call.id
+        assert key is not None
+        task = self.pipeline.spawn(self._answer(arrival, call))
+        self.running[key] = task
 
-    # ------------------------------------------------------------- calls
+        def done(finished: asyncio.Task[None]) -> None:
+            if self.running.get(key) is finished:
+                del self.running[key]
 
-    async def profile(self) -> ServerProfile:
-        """What the upstream offers, with the route's caching hints (raises Failure)."""
-        return await self.route.profile(self.principal, self.forwarded)
+        task.add_done_callback(done)
 
-    async def _initialize(self, call: Call, adapter: Adapter) -> None:
-        try:
-            await self.profile()
-        except Failure:
-            pass  # _run words it; no session for a handshake that failed
-        else:
-            view = SessionView(
-                STDIO_SESSION_ID, adapter.version, dict(call.client.capabilities), call.client.info
-            )
-            if self.session is None:
-                self.session = Session(view, self.principal)
-            else:
-                self.session.view.protocol_version = view.protocol_version
-                self.session.view.capabilities = view.capabilities
-                self.session.view.info = view.info
-            join_session(
-                self.route.forwarder.subscriptions,
-                self.route.path,
-                self.session,
-                self._session_adapter,
-                self.send,
-                await self.profile(),
-                principal=self.principal,
-                headers=self.forwarded,
-                client=call.client,
-                lists=True,  # stdout is always open
-            )
-        message = await self._run(call, adapter)
-        if message is not None:
-            await self.send(message)
+    async def _answer(self, arrival: Arrival, call: Call) -> None:
+        reply = await self.pipeline.run(arrival, call, self.send)
+        if reply.message is not None:
+            await self.send(reply.message)
 
-    async def _answer(self, call: Call, adapter: Adapter) -> None:
-        message = await self._run(call, adapter)
-        if message is not None:
-            await self.send(message)
-
-    async def _answer_batch(
-        self, calls: list[Call], adapter: Adapter, answers: list[dict[str, Any]]
-    ) -> None:
-        results = await asyncio.gather(*(self._run(call, adapter) for call in calls))
-        answers = answers + [message for message in results if message is not None]
+    async def _answer_batch(self, arrival: Arrival, answers: list[dict[str, Any]]) -> None:
+        answers = answers + await self.pipeline.run_all(arrival, arrival.requests, self.send)
         if answers:
             await self.send(answers)
 
-    async def _notify(self, call: Call, adapter: Adapter) -> None:
-        try:
-            profile = await self.profile()
-            await self.route.forwarder.handle(call, self._exchange(call, adapter, profile))
-        except Failure as failure:
-            self._log.info("notification not forwarded", method=call.method, error=failure.message)
-        except Exception:  # a notification has nobody to tell; log and move on
-            self._log.exception("notification failed", method=call.method)
 
-    async def _run(self, call: Call, adapter: Adapter) -> dict[str, Any] | None:
-        started = time.perf_counter()
-        outcome: Outcome
-        try:
-            profile = await self.profile()
-        except Failure as failure:
-            outcome = failure
-            profile = ServerProfile()
-        else:
-            try:
-                outcome = await self.route.forwarder.handle(
-                    call, self._exchange(call, adapter, profile)
-                )
-            except Failure as failure:
-                outcome = failure
-        verdict = self.route.link.verdict
-        observe(
-            self.route.observers,
-            self.route.path,
-            verdict.adapter.version if verdict is not None else None,
-            call,
-            adapter,
-            outcome,
-            started,
-        )
-        return adapter.encode(call, profile, outcome)
-
-    def _exchange(self, call: Call, adapter: Adapter, profile: ServerProfile) -> Exchange:
-        session = self.session if adapter.has_handshake else None
-        view = session.view if session is not None else None
-
-        async def emit(event: Event) -> None:
-            if not wanted(event, call, view):
-                return
-            message = adapter.encode_event(event, listen_id(call))
-            if message is not None:
-                await self.send(message)
-
-        asker = None
-        if session is not None:
-            asker = push_asker(adapter, session, self.send, self.route.ask_timeout)
-
-        return Exchange(
-            call=call,
-            route=self.route.path,
-            profile=profile,
-            principal=self.principal,
-            request_id=uuid.uuid4().hex,
-            forward_headers=self.forwarded,
-            emit=emit,
-            ask=asker,
-            can_park=adapter.carries_state,
-            session=view,
-        )
+def _answerable(arrival: Arrival) -> list[dict[str, Any]]:
+    """The decode failures to answer: a notification's gets no answer, even when wrong."""
+    body, items = arrival.preamble.body, arrival.items
+    raw = body if isinstance(body, list) and len(body) == len(items) else [body] * len(items)
+    return [
+        arrival.adapter.encode_failure(item.id, item.failure)
+        for item, message in zip(items, raw, strict=True)
+        if isinstance(item, DecodeFailure) and not rpc.is_notification(message)
+    ]
 
 
 async def serve_stdio(

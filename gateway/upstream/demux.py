@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gateway.core.jsonrpc import is_response
+from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carrier import CarrierError, Message
 
 RequestKey = str | int
@@ -32,16 +34,6 @@ class WarningLogger(Protocol):
     def warning(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def info(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
-
-
-def is_response(message: Message) -> bool:
-    return (
-        "id" in message and "method" not in message and ("result" in message or "error" in message)
-    )
-
-
-def is_id(value: Any) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def progress_token(message: Message) -> Any:

@@ -18,11 +18,11 @@ import orjson
 from multidict import CIMultiDict
 from yarl import URL
 
+from gateway.core.jsonrpc import is_response as _is_response
+from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
 from gateway.upstream.demux import DropOldestQueue, route_message
-from gateway.upstream.demux import is_id as _is_id
-from gateway.upstream.demux import is_response as _is_response
-from gateway.upstream.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
+from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ with an exponential backoff.  With ``auto_restart`` (for servers that keep no
 session, whose callers need not open anything first) a request restarts it
 itself.
 
-Line framing here (:func:`iter_lines`, :func:`encode_line`) is shared with
-the downstream stdio transport.
+Line framing (:mod:`gateway.wire.lines`) is shared with the downstream stdio
+transport.
 """
 
 from __future__ import annotations
@@ -26,79 +26,21 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import structlog
 
+from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import Demux, is_id
+from gateway.upstream.demux import Demux
+from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
-# How much is read from a pipe at once; lines are assembled from these chunks,
-# so a line may be far longer than asyncio's StreamReader limit.
-CHUNK = 64 * 1024
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
 DEFAULT_MAX_STDERR_LINE = 8 * 1024
 _EXCERPT = 200
-
-
-def encode_line(message: Any) -> bytes:
-    """One JSON-RPC message (or batch) as one line.  orjson escapes every newline
-    inside strings and adds none of its own, so the line has exactly one."""
-    return orjson.dumps(message) + b"\n"
-
-
-@dataclass(frozen=True, slots=True)
-class Oversized:
-    """Stands for a line longer than the limit, which was dropped unread."""
-
-    size: int
-
-
-async def iter_lines(
-    read: Callable[[int], Awaitable[bytes]], max_line: int, *, truncate: bool = False
-) -> AsyncIterator[bytes | Oversized]:
-    """The newline-terminated lines of a byte stream (without the newline).
-
-    Memory stays bounded by ``max_line`` plus one chunk whatever the stream
-    sends.  A longer line is dropped and reported as :class:`Oversized`, or
-    with ``truncate`` yielded as its first ``max_line`` bytes.  A last line
-    without a newline is yielded at the end of the stream.
-    """
-    buf = bytearray()
-    skipped = -1  # bytes of the current (too long) line dropped so far; -1: not dropping
-    while chunk := await read(CHUNK):
-        pos = 0
-        size = len(chunk)
-        while pos < size:
-            newline = chunk.find(b"\n", pos)
-            end = size if newline < 0 else newline
-            if skipped >= 0:
-                skipped += end - pos
-            else:
-                buf += chunk[pos:end]
-                if len(buf) > max_line:
-                    if truncate:
-                        yield bytes(buf[:max_line])
-                    skipped = len(buf) - (max_line if truncate else 0)
-                    buf = bytearray()  # let the memory go, not just the length
-            if newline < 0:
-                break
-            if skipped >= 0:
-                if not truncate:
-                    yield Oversized(skipped)
-                skipped = -1
-            else:
-                yield bytes(buf)
-                buf.clear()
-            pos = newline + 1
-    if skipped >= 0:
-        if not truncate:
-            yield Oversized(skipped)
-    elif buf:
-        yield bytes(buf)
 
 
 class _Throttle:

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from peers.registry import peer, require_installed, running_server
 
+from gateway.bridge.backend import Backend
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import Route
@@ -166,7 +167,7 @@ async def client(upstream: str) -> AsyncIterator[Client]:
         link = UpstreamLink(UpstreamSettings(upstream, request_timeout=WAIT), adapters, http)
         route = Route(
             path="/stdio",
-            link=link,
+            backend=Backend(link, adapters),
             adapters=adapters,
             guard=OriginGuard(loopback_only=True),
             ask_timeout=WAIT,
@@ -303,6 +304,7 @@ RUN_STDIO = textwrap.dedent(
     import aiohttp
     from gateway.protocol import AdapterSet
     from gateway.transport.guard import OriginGuard
+    from gateway.bridge.backend import Backend
     from gateway.transport.route import Route
     from gateway.transport.stdio import run_stdio
     from gateway.upstream.link import UpstreamLink, UpstreamSettings
@@ -311,7 +313,7 @@ RUN_STDIO = textwrap.dedent(
         adapters = AdapterSet.default()
         async with aiohttp.ClientSession() as http:
             link = UpstreamLink(UpstreamSettings(url), adapters, http)
-            route = Route(path="/stdio", link=link, adapters=adapters,
+            route = Route(path="/stdio", backend=Backend(link, adapters), adapters=adapters,
                           guard=OriginGuard(loopback_only=True))
             # A stray print while serving must not corrupt the protocol stream.
             route.observers.append(lambda record: print("observed", record["method"]))

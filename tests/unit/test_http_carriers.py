@@ -20,7 +20,7 @@ from gateway.upstream.http import (
     StreamableHttpCarrier,
     open_legacy_sse_probe,
 )
-from gateway.upstream.sse import encode_event
+from gateway.wire.sse import encode_event
 
 Serve = Callable[[web.Application], Awaitable[URL]]
 HANDLER_RELEASE = web.AppKey("release", asyncio.Event)

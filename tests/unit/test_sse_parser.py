@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.upstream.sse import (
+from gateway.wire.sse import (
     SseError,
     SseEvent,
     SseParser,

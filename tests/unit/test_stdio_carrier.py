@@ -14,7 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.upstream.carrier import CarrierError, Exchange, Message
-from gateway.upstream.stdio import Oversized, StdioCarrier, encode_line, iter_lines
+from gateway.upstream.stdio import StdioCarrier
+from gateway.wire.lines import Oversized, encode_line, iter_lines
 
 # One fake server, its behaviour picked per request by method (and per process by argv[1]).
 SERVER = textwrap.dedent(

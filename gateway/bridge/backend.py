@@ -1,0 +1,108 @@
+"""A route's upstream as the inbound side sees it: the forwarder that runs its calls,
+what the upstream offers, which revision it speaks and whether it is there.
+
+The transport reaches the upstream only through this (the app builds it from an
+upstream link); it never imports the upstream package itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+from urllib.parse import urlsplit
+
+from gateway.bridge.forwarder import Forwarder, park_ttl
+from gateway.bridge.parking import ParkingTable
+from gateway.bridge.state import StateSealer
+from gateway.core import ServerProfile
+from gateway.protocol import AdapterSet
+from gateway.upstream.link import UpstreamLink, Verdict
+
+
+class Backend:
+    """The forwarder of one route and the upstream link behind it."""
+
+    def __init__(
+        self,
+        link: UpstreamLink,
+        adapters: AdapterSet,
+        *,
+        cache_ttl_ms: int = 0,
+        cache_scope: str = "private",
+        sealer: StateSealer | None = None,
+        max_parked: int = 1000,
+    ) -> None:
+        self.link = link
+        self.cache_ttl_ms = cache_ttl_ms
+        self.cache_scope = cache_scope
+        sealer = sealer or StateSealer(ttl=park_ttl())
+        self.forwarder = Forwarder(
+            link,
+            stateless_versions=[a.version for a in adapters.stateless],
+            sealer=sealer,
+            parking=ParkingTable(max_entries=max_parked, ttl=sealer.ttl),
+        )
+        self._profile: ServerProfile | None = None
+        self._profile_of: Verdict | None = None
+
+    async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
+        """What the upstream offers, with the route's caching hints (raises Failure).
+
+        Cached for as long as the upstream's verdict holds: a re-probe (the
+        upstream changed) gives a fresh profile.
+        """
+        verdict = await self.link.ensure(principal, headers)
+        if self._profile is None or self._profile_of is not verdict:
+            self._profile = verdict.profile.model_copy(
+                update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
+            )
+            self._profile_of = verdict
+        return self._profile
+
+    @property
+    def upstream_revision(self) -> str | None:
+        """The revision the upstream was found to speak (None until known)."""
+        verdict = self.link.verdict
+        return verdict.adapter.version if verdict is not None else None
+
+    @property
+    def upstream_transport(self) -> str | None:
+        verdict = self.link.verdict
+        return verdict.transport if verdict is not None else None
+
+    def parked_count(self) -> int:
+        return self.forwarder.parked_count
+
+    async def ready(self, within: float) -> dict[str, Any]:
+        """Ready: the upstream's era is known and its port still takes connections."""
+        link = self.link
+        try:
+            if link.verdict is None:
+                await asyncio.wait_for(link.ensure("anonymous", {}), within)
+            else:
+                await asyncio.wait_for(_connectable(link.settings.url), within)
+        except Exception as exc:  # any reason the upstream is not usable
+            return {"ready": False, "error": str(exc) or type(exc).__name__}
+        verdict = link.verdict
+        if verdict is None:
+            return {"ready": False, "error": "the upstream's protocol era is not known"}
+        return {
+            "ready": True,
+            "upstream_revision": verdict.adapter.version,
+            "transport": verdict.transport,
+        }
+
+    async def close(self) -> None:
+        """End the bridge's own work (parked calls, tasks, subscriptions)."""
+        await self.forwarder.close()
+
+
+async def _connectable(url: str) -> None:
+    """Open (and close) a TCP connection to the URL's host and port."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    _, writer = await asyncio.open_connection(parts.hostname, port)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()

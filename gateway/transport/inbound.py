@@ -1,0 +1,443 @@
+"""The inbound pipeline every transport shares, from a parsed message to its answers.
+
+A transport reads bytes and writes them; everything between is here: pick the
+client's adapter (and keep a session's client on its negotiated revision),
+decode, answer the handshake and keep the session, run each call through the
+route's forwarder as a task the client's ``notifications/cancelled`` can stop,
+observe it, encode its outcome.
+
+Sessions begin and end here (:meth:`Pipeline.open_session`,
+:meth:`Pipeline.end_session`), and a message for a session's standalone stream
+goes out through :meth:`Pipeline.deliver`, whatever carries that stream (an
+SSE stream for HTTP, stdout for stdio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+
+from gateway.core import (
+    Call,
+    ClientContext,
+    ClientReply,
+    DecodeFailure,
+    Event,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    Preamble,
+    RequestId,
+    ServerProfile,
+)
+from gateway.protocol import Adapter
+from gateway.transport.common import (
+    first_id,
+    is_initialize,
+    listen_id,
+    observe,
+    principal_of,
+    push_asker,
+    reporter,
+    wanted,
+)
+from gateway.transport.route import Route
+from gateway.transport.sessions import Session, SessionStore
+
+log = structlog.get_logger(__name__)
+
+# Writes one message to a client (an open response, stdout, a session's stream).
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+# Where a transport puts a message for a session's standalone stream.
+Push = Callable[[Session, dict[str, Any]], Awaitable[None]]
+# The client's calls in flight by request id: what its notifications/cancelled names.
+Running = dict[RequestId, asyncio.Task[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A message turned away before any call ran, and the adapter to word it in."""
+
+    adapter: Adapter
+    failure: Failure
+    id: Any = None
+
+    def message(self) -> dict[str, Any]:
+        return self.adapter.encode_failure(self.id, self.failure)
+
+
+@dataclass(slots=True)
+class Reply:
+    """One call's encoded answer (None: nothing to send) and its HTTP status."""
+
+    message: dict[str, Any] | None
+    status: int = 200
+
+
+@dataclass
+class Arrival:
+    """One decoded message (or batch): who sent it, in which revision, in which session."""
+
+    preamble: Preamble
+    adapter: Adapter
+    items: list[Call | ClientReply | DecodeFailure]
+    principal: str
+    forwarded: dict[str, str]
+    session: Session | None
+    running: Running | None
+    _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
+
+    @property
+    def requests(self) -> list[Call]:
+        return [i for i in self.items if isinstance(i, Call) and not i.is_notification]
+
+    @property
+    def failures(self) -> list[DecodeFailure]:
+        return [i for i in self.items if isinstance(i, DecodeFailure)]
+
+
+class Pipeline:
+    """The transport-neutral path of one client connection's (or endpoint's) messages.
+
+    ``sessions`` is where this transport's sessions live; ``push`` puts a message
+    on a session's standalone stream; ``streams_open`` says a new session's
+    stream is open from the start (stdout).  With ``answer_cancelled`` a call the
+    client cancels still gets an (error) answer, as an HTTP request must: the
+    forwarder's task is what ``notifications/cancelled`` stops.  Without, the
+    transport puts each call's whole task in ``Arrival.running``: cancelled, it
+    ends without an answer, as the spec asks.
+    """
+
+    def __init__(
+        self,
+        route: Route,
+        sessions: SessionStore,
+        push: Push,
+        *,
+        streams_open: bool = False,
+        answer_cancelled: bool = True,
+    ) -> None:
+        self.route = route
+        self.adapters = route.adapters
+        self.sessions = sessions
+        self._push = push
+        self.streams_open = streams_open
+        self.answer_cancelled = answer_cancelled
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    # ---------------------------------------------------------- selection
+
+    def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
+        """Parse the body into ``preamble``; a Refusal when it is not JSON."""
+        try:
+            preamble.body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            preamble.parse_error = f"Parse error: {exc}"
+            return self.refusal(preamble, Failure(FailureKind.PARSE_ERROR, preamble.parse_error))
+        return None
+
+    def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
+        """A failure worded for a message no adapter was picked for yet."""
+        return Refusal(reporter(self.adapters, preamble), failure, id_)
+
+    def select(
+        self,
+        preamble: Preamble,
+        session: Session | None,
+        vet: Callable[[Adapter], Failure | None] | None = None,
+    ) -> Adapter | Refusal:
+        """The client's adapter; a session's client stays on the revision it negotiated.
+
+        ``vet`` is the transport's own check of the picked adapter (its headers)."""
+        body = preamble.body
+        selected = self.adapters.select(preamble)
+        if isinstance(selected, Failure):
+            return self.refusal(preamble, selected, first_id(body))
+        refused = vet(selected) if vet is not None else None
+        if refused is not None:
+            return Refusal(selected, refused, first_id(body))
+        if (
+            session is not None
+            and selected.has_handshake
+            and session.view.protocol_version != selected.version
+            and not is_initialize(body)
+        ):
+            return self.adapters.by_version.get(session.view.protocol_version, selected)
+        return selected
+
+    def accept(
+        self,
+        preamble: Preamble,
+        adapter: Adapter,
+        session: Session | None,
+        running: Running | None,
+    ) -> Arrival:
+        """Decode the message in the client's revision."""
+        headers = preamble.headers
+        principal = session.principal if session is not None else principal_of(headers)
+        forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
+        items = adapter.decode(preamble)
+        return Arrival(preamble, adapter, items, principal, forwarded, session, running)
+
+    async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
+        """What the upstream offers, asked once per message (a Failure when it is not there)."""
+        if arrival._profile is None:
+            arrival._profile = asyncio.ensure_future(
+                self.route.profile(arrival.principal, arrival.forwarded)
+            )
+            # Read here even when every call that wanted it was cancelled meanwhile.
+            arrival._profile.add_done_callback(_retrieved)
+        try:
+            return await asyncio.shield(arrival._profile)
+        except Failure as failure:
+            return failure
+
+    # ----------------------------------------------------------- sessions
+
+    def session_adapter(self, session: Session | None) -> Adapter | None:
+        if session is None:
+            return None
+        return self.adapters.by_version.get(session.view.protocol_version)
+
+    def open_session(
+        self,
+        version: str,
+        principal: str,
+        capabilities: dict[str, Any] | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> Session:
+        """A new downstream session (the handshake, or an HTTP+SSE stream opening)."""
+        session = self.sessions.create(version, principal, capabilities, info)
+        session.stream_open = self.streams_open
+        return session
+
+    def end_session(self, session_id: str) -> bool:
+        """The session is over (DELETE, its connection gone): release all it holds."""
+        return self.sessions.delete(session_id)
+
+    async def deliver(self, session: Session, message: dict[str, Any]) -> None:
+        """A message for the session's standalone stream."""
+        await self._push(session, message)
+
+    def stream_opened(self, session: Session, on: bool) -> None:
+        """The session's standalone stream opened (or closed): list changes follow it."""
+        session.stream_open = on
+        hub = self.route.forwarder.subscriptions
+        if hub is not None:
+            hub.want_lists(session.id, on)
+
+    async def handshake(self, arrival: Arrival) -> bool:
+        """Answer-side of ``initialize``: a new session (or the session renewed), which
+        then hears the upstream's change notifications.  False when there was none
+        (no initialize, or an upstream that cannot be reached)."""
+        done = False
+        for call in arrival.requests:
+            if call.operation is not Operation.INITIALIZE:
+                continue
+            profile = await self.profile(arrival)
+            if isinstance(profile, Failure):
+                continue  # the call's answer says why; no session for it
+            session = arrival.session
+            client = call.client
+            if session is None:
+                session = self.open_session(
+                    arrival.adapter.version, arrival.principal, client.capabilities, client.info
+                )
+                arrival.session = session
+            else:
+                session.view.protocol_version = arrival.adapter.version
+                session.view.capabilities = dict(client.capabilities)
+                session.view.info = client.info
+            self._join(arrival, session, profile, client)
+            done = True
+        return done
+
+    def _join(
+        self, arrival: Arrival, session: Session, profile: ServerProfile, client: ClientContext
+    ) -> None:
+        """The session hears the upstream's change notifications (in its own revision,
+        on its standalone stream while that is open) until it ends."""
+        hub = self.route.forwarder.subscriptions
+        if hub is None:
+            return
+
+        async def sink(event: Event) -> None:
+            adapter = self.session_adapter(session)
+            message = adapter.encode_event(event) if adapter is not None else None
+            if message is not None and session.stream_open:
+                await self.deliver(session, message)
+
+        fresh = session.id not in hub
+        hub.join(
+            session.id,
+            arrival.principal,
+            sink,
+            profile,
+            client=client,
+            headers=arrival.forwarded,
+            route=self.route.path,
+            lists=session.stream_open,
+        )
+        if fresh:
+            session.on_close.append(lambda: hub.leave(session.id))
+
+    # --------------------------------------------- replies, notifications
+
+    def settle(self, arrival: Arrival, send: Send | None) -> None:
+        """What needs no answer: the client's replies to our asks and its notifications."""
+        session = arrival.session
+        for item in arrival.items:
+            if isinstance(item, ClientReply):
+                if session is None or not session.resolve(item.id, item.answer):
+                    log.info("dropping a reply to no pending request", id=item.id)
+            elif isinstance(item, Call) and item.is_notification:
+                if item.operation is Operation.INITIALIZED:
+                    if session is not None:
+                        session.view.initialized = True
+                elif item.operation is Operation.CANCELLED:
+                    self.cancel(arrival.running, item.params.get("requestId"))
+                else:
+                    self.spawn(self._notify(arrival, item, send))
+
+    @staticmethod
+    def cancel(running: Running | None, request_id: Any) -> bool:
+        """The client cancelled one of its requests: stop working on it."""
+        task = running.get(request_id) if running is not None else None
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def _notify(self, arrival: Arrival, call: Call, send: Send | None) -> None:
+        profile = await self.profile(arrival)
+        if isinstance(profile, Failure):
+            log.info("notification not forwarded", method=call.method, error=profile.message)
+            return
+        try:
+            await self.route.forwarder.handle(call, self._exchange(arrival, profile, call, send))
+        except Exception:  # a notification has nobody to tell; log and move on
+            log.exception("notification failed", method=call.method)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Background work the transport does not wait for (counted for the drain)."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    # -------------------------------------------------------------- calls
+
+    async def run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
+        """Run one call and encode its outcome; its events and asks go to ``send``
+        (None: the session's standalone stream)."""
+        started = time.perf_counter()
+        adapter = arrival.adapter
+        outcome: Outcome
+        profile = await self.profile(arrival)
+        if isinstance(profile, Failure):
+            outcome, profile = profile, ServerProfile()
+        else:
+            exchange = self._exchange(arrival, profile, call, send)
+            outcome = await self._handle(arrival, call, exchange)
+        observe(
+            self.route.observers,
+            self.route.path,
+            self.route.backend.upstream_revision,
+            call,
+            adapter,
+            outcome,
+            started,
+        )
+        message = adapter.encode(call, profile, outcome)
+        status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
+        if message is not None and "result" in message:
+            status = 200
+        return Reply(message, status)
+
+    async def run_all(
+        self, arrival: Arrival, calls: list[Call], send: Send | None
+    ) -> list[dict[str, Any]]:
+        """A batch's calls, concurrently; their answers in order."""
+        replies = await asyncio.gather(*(self.run(arrival, call, send) for call in calls))
+        return [reply.message for reply in replies if reply.message is not None]
+
+    async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
+        """Run the call as a task of its own, which the client's cancellation can stop
+        (where a cancelled call is still answered; elsewhere the transport registers
+        the whole call's task, see :class:`Pipeline`)."""
+        running = arrival.running if self.answer_cancelled else None
+        task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
+        if running is not None and call.id is not None:
+            running[call.id] = task
+        try:
+            return await task
+        except Failure as failure:
+            return failure
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the request itself went away
+            return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+        finally:
+            if running is not None and call.id is not None and running.get(call.id) is task:
+                del running[call.id]
+
+    def _exchange(
+        self, arrival: Arrival, profile: ServerProfile, call: Call, send: Send | None
+    ) -> Exchange:
+        adapter = arrival.adapter
+        # A stateless revision has no session, whatever the transport keeps.
+        session = arrival.session if adapter.has_handshake else None
+        view = session.view if session is not None else None
+
+        async def write(message: dict[str, Any]) -> None:
+            if send is not None:
+                await send(message)
+            elif session is not None:
+                await self.deliver(session, message)
+
+        async def emit(event: Event) -> None:
+            if not wanted(event, call, view):
+                return
+            message = adapter.encode_event(event, listen_id(call))
+            if message is not None:
+                await write(message)
+
+        asker = None
+        if session is not None and (send is not None or session.stream_open):
+            asker = push_asker(adapter, session, write, self.route.ask_timeout)
+
+        return Exchange(
+            call=call,
+            route=self.route.path,
+            profile=profile,
+            principal=arrival.principal,
+            request_id=uuid.uuid4().hex,
+            forward_headers=arrival.forwarded,
+            emit=emit,
+            ask=asker,
+            can_park=adapter.carries_state,
+            session=view,
+        )
+
+    async def close(self) -> None:
+        """Stop the background work and end every session."""
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.sessions.close_all()
+
+
+def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
+    if not future.cancelled():
+        future.exception()
