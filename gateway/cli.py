@@ -24,8 +24,9 @@ import typer
 from pydantic import ValidationError
 
 from gateway import __version__
-from gateway.app import Gateway
+from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
+from gateway.bridge.state import StateSealer
 from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
 from gateway.observability import configure_logging
 from gateway.protocol import AdapterSet
@@ -309,9 +310,11 @@ def stdio(
 async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str, str]) -> None:
     async with aiohttp.ClientSession() as http:
         link = UpstreamLink(spec.upstream_settings(), adapters, http)
+        # The same parking TTL and state key settings as `gateway serve` (environment).
+        sealer = StateSealer(state_key_from_env(), ttl=Settings().park_ttl)
         route = Route(
             path=spec.path,
-            backend=Backend(link, adapters),
+            backend=Backend(link, adapters, sealer=sealer),
             adapters=adapters,
             guard=OriginGuard(loopback_only=True),
             forward_headers=tuple(headers) or ("authorization",),

@@ -12,7 +12,7 @@ import contextlib
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.bridge.forwarder import Forwarder, park_ttl
+from gateway.bridge.forwarder import DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
@@ -36,11 +36,12 @@ class Backend:
         self.link = link
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
-        sealer = sealer or StateSealer(ttl=park_ttl())
+        sealer = sealer or StateSealer(ttl=DEFAULT_PARK_TTL)
         self.forwarder = Forwarder(
             link,
-            stateless_versions=[a.version for a in adapters.stateless],
+            adapters=adapters,
             sealer=sealer,
+            park_ttl=sealer.ttl,
             parking=ParkingTable(max_entries=max_parked, ttl=sealer.ttl),
         )
         self._profile: ServerProfile | None = None

@@ -16,8 +16,6 @@ upstream's revision.  Asks cross eras here:
 from __future__ import annotations
 
 import asyncio
-import math
-import os
 from dataclasses import replace
 from typing import Protocol
 
@@ -48,24 +46,6 @@ MAX_ASK_ROUNDS = 8
 # How long a parked call (and its sealed requestState) lives, in seconds, unless the
 # constructor is told otherwise (the settings' `park_ttl`).
 DEFAULT_PARK_TTL = 600.0
-PARK_TTL_ENV = "GATEWAY_PARK_TTL"
-
-
-def park_ttl() -> float:
-    """Compatibility for callers that build a route without settings (transport's
-    Route, the stdio command): GATEWAY_PARK_TTL when set, else the default.  The
-    forwarder itself never reads the environment; remove this once those callers
-    pass the settings' value (or DEFAULT_PARK_TTL)."""
-    raw = os.environ.get(PARK_TTL_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PARK_TTL
-    try:
-        ttl = float(raw)
-    except ValueError:
-        ttl = math.nan
-    if not (math.isfinite(ttl) and ttl > 0):
-        raise ValueError(f"{PARK_TTL_ENV} must be a positive number of seconds, not {raw!r}")
-    return ttl
 
 
 class Upstream(Protocol):

@@ -123,7 +123,7 @@ def push_asker(
 ) -> Asker | None:
     """Puts asks to a session client as server-initiated requests, where its revision
     carries them; the answer comes back as a client reply that resolves the future."""
-    if not adapter.pushable_asks:
+    if not adapter.can_push_ask:
         return None
 
     async def asker(ask: Ask) -> Answer | None:
