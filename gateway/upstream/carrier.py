@@ -24,8 +24,8 @@ class CarrierError(Exception):
     """The upstream could not be reached or broke the transport's rules.
 
     ``status`` is the HTTP status when there was one; ``body`` is what the
-    upstream said (possibly empty), kept so era probing can read a modern
-    error out of a 4xx.
+    upstream said (possibly empty, cut short), for diagnostics.  A 4xx whose
+    body is a JSON-RPC error is no CarrierError: see ``Carrier.request``.
     """
 
     def __init__(
