@@ -38,6 +38,7 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
+    discard_event,
 )
 from gateway.protocol import Adapter, AdapterSet
 
@@ -240,7 +241,7 @@ class Forwarder:
                 asks = parked.unanswered()
                 if asks:
                     parked.round += 1
-                    parked.emit = _drop
+                    parked.emit = discard_event  # no request of the client is open
                     self.parking.park(parked)
                     body = {"k": "parked", "i": parked.id, "n": parked.round}
                     state = self.sealer.seal(call, exchange.route, exchange.principal, body)
@@ -348,11 +349,6 @@ class Forwarder:
         await self.tasks.close()
         if self.subscriptions is not None:
             await self.subscriptions.close()
-
-
-async def _drop(event: Event) -> None:
-    """Events of a parked call while no request of the client is open: nowhere to go."""
-    return
 
 
 def _missing(ask: Ask) -> Failure:

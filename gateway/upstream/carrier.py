@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core import Failure, FailureKind
+
 Message = dict[str, Any]
 
 
@@ -22,8 +24,8 @@ class CarrierError(Exception):
     """The upstream could not be reached or broke the transport's rules.
 
     ``status`` is the HTTP status when there was one; ``body`` is what the
-    upstream said (possibly empty), kept so era probing can read a modern
-    error out of a 4xx.
+    upstream said (possibly empty, cut short), for diagnostics.  A 4xx whose
+    body is a JSON-RPC error is no CarrierError: see ``Carrier.request``.
     """
 
     def __init__(
@@ -107,3 +109,24 @@ class Carrier(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release everything (open streams, the child process)."""
+
+
+def carrier_failure(exc: CarrierError) -> Failure:
+    """What a carrier's error means to the caller of an upstream call."""
+    if exc.timeout:
+        return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
+    if exc.status is None:
+        return Failure(FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}")
+    return Failure(
+        FailureKind.UPSTREAM_PROTOCOL,
+        f"the upstream answered HTTP {exc.status}: {exc}",
+        {"status": exc.status},
+    )
+
+
+async def start_carrier(carrier: Carrier) -> None:
+    """Start (or, after a crash, restart) a carrier; a failure is the caller's Failure."""
+    try:
+        await carrier.start()
+    except CarrierError as exc:
+        raise carrier_failure(exc) from exc

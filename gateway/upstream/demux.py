@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.core.jsonrpc import is_response
@@ -29,7 +28,7 @@ RequestKey = str | int
 
 
 class WarningLogger(Protocol):
-    """A stdlib or structlog logger: only ``warning`` and ``info`` with one string are used."""
+    """A structlog logger: only ``warning`` and ``info`` with one string are used."""
 
     def warning(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -98,38 +97,6 @@ class DropOldestQueue:
         return self._items.popleft()
 
 
-def route_message(
-    waiters: dict[RequestKey, DropOldestQueue],
-    unsolicited: DropOldestQueue,
-    message: Message,
-    logger: WarningLogger,
-    what: str,
-    tokens: Mapping[Any, RequestKey] | None = None,
-) -> None:
-    """Put one message where it belongs (the rules in the module docstring)."""
-    if is_response(message):
-        key = message["id"]
-        queue = waiters.pop(key, None) if is_id(key) else None
-        if queue is None:
-            logger.info(f"dropping a response ({what}) to no request in flight: id={key!r}")
-            return
-        queue.put(message)
-        queue.close()  # the response ends its exchange
-        return
-    if tokens and message.get("method") == "notifications/progress":
-        params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        owner = tokens.get(token) if is_id(token) else None
-        queue = waiters.get(owner) if owner is not None else None
-        if queue is not None:
-            queue.put(message)
-            return
-    if len(waiters) == 1:
-        next(iter(waiters.values())).put(message)
-    else:
-        unsolicited.put(message)
-
-
 class Demux:
     """The waiters and the unsolicited queue of one shared channel's lifetime."""
 
@@ -173,9 +140,31 @@ class Demux:
             del self.tokens[token]
 
     def route(self, message: Message) -> None:
-        route_message(self.waiters, self.unsolicited, message, self.log, self.what, self.tokens)
-        if is_response(message) and message.get("id") not in self.waiters:
-            self._drop_token(message.get("id"))
+        """Put one message where it belongs (the rules in the module docstring)."""
+        if is_response(message):
+            key = message["id"]
+            queue = self.waiters.pop(key, None) if is_id(key) else None
+            if queue is None:
+                self.log.info(
+                    f"dropping a response ({self.what}) to no request in flight: id={key!r}"
+                )
+                return
+            self._drop_token(key)
+            queue.put(message)
+            queue.close()  # the response ends its exchange
+            return
+        if message.get("method") == "notifications/progress":
+            params = message.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            owner = self.tokens.get(token) if is_id(token) else None
+            queue = self.waiters.get(owner) if owner is not None else None
+            if queue is not None:
+                queue.put(message)
+                return
+        if len(self.waiters) == 1:
+            next(iter(self.waiters.values())).put(message)
+        else:
+            self.unsolicited.put(message)
 
     def shutdown(self, error: CarrierError) -> None:
         """Fail every request in flight with ``error``; end the unsolicited queue."""

@@ -9,22 +9,22 @@ classes never close it; they close only the responses they opened.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 import orjson
+import structlog
 from multidict import CIMultiDict
 from yarl import URL
 
 from gateway.core.jsonrpc import is_response as _is_response
 from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import DropOldestQueue, route_message
+from gateway.upstream.demux import Demux
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
@@ -438,8 +438,7 @@ class _LegacyConnection:
         self.resp = resp
         self.endpoint: URL | None = None
         self.endpoint_ready: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
-        self.waiters: dict[str | int, DropOldestQueue] = {}
-        self.unsolicited = DropOldestQueue(max_queued, "HTTP+SSE unsolicited queue", log)
+        self.demux = Demux(max_queued, "HTTP+SSE", log)
         self.task: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -451,10 +450,7 @@ class _LegacyConnection:
         if not self.endpoint_ready.done():
             self.endpoint_ready.set_exception(error)
             self.endpoint_ready.exception()  # mark retrieved: start() may have given up
-        waiters, self.waiters = self.waiters, {}
-        for queue in waiters.values():
-            queue.close(error)
-        self.unsolicited.close()
+        self.demux.shutdown(error)
 
 
 def _resolve_endpoint(base: URL, data: str) -> URL:
@@ -478,10 +474,12 @@ def _resolve_endpoint(base: URL, data: str) -> URL:
 class LegacySseCarrier(Carrier):
     """The HTTP+SSE transport: one long GET stream in, POSTs to its ``endpoint`` out.
 
-    The wire does not tie replies to requests, so this carrier does: a
-    response goes to the request with its id; any other message goes to the
-    one request in flight if there is exactly one (it must be about that
-    request), else to the queue ``listen()`` reads.
+    The wire does not tie replies to requests, so this carrier does, by the
+    rules of :mod:`gateway.upstream.demux` (as for stdio): a response goes to
+    the request with its id, a progress notification to the request that
+    sent its token; any other message goes to the one request in flight if
+    there is exactly one (it must be about that request), else to the queue
+    ``listen()`` reads.
 
     The upstream session lives as long as the stream.  When the stream drops,
     pending requests fail and requests fail until ``start()`` opens a new
@@ -615,7 +613,7 @@ class LegacySseCarrier(Carrier):
             error = CarrierError(f"HTTP+SSE reader failed: {exc}")
         finally:
             if not conn.closed:
-                log.info("HTTP+SSE stream ended: %s", error)
+                log.info("HTTP+SSE stream ended", reason=str(error))
             conn.shutdown(error)
 
     def _dispatch(self, conn: _LegacyConnection, event: SseEvent) -> None:
@@ -635,14 +633,10 @@ class LegacySseCarrier(Carrier):
             messages = _event_messages(event)
         except CarrierError as exc:
             # One garbled event must not end the session for everyone.
-            log.warning("dropping an HTTP+SSE event: %s", exc)
+            log.warning("dropping an HTTP+SSE event", reason=str(exc))
             return
         for message in messages:
-            self._route(conn, message)
-
-    @staticmethod
-    def _route(conn: _LegacyConnection, message: Message) -> None:
-        route_message(conn.waiters, conn.unsolicited, message, log, "HTTP+SSE")
+            conn.demux.route(message)
 
     def _open_conn(self) -> _LegacyConnection:
         conn = self._conn
@@ -669,25 +663,15 @@ class LegacySseCarrier(Carrier):
             resp.release()
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
-        request_id = message.get("id")
-        if not _is_id(request_id):
+        if not _is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
-        assert isinstance(request_id, str | int)
         conn = self._open_conn()
-        if request_id in conn.waiters:
-            raise CarrierError(f"a request with id {request_id!r} is already in flight")
         # Registered before the POST: the answer may overtake the POST's own reply.
-        queue = DropOldestQueue(self._max_queued, f"HTTP+SSE request {request_id!r}", log)
-        conn.waiters[request_id] = queue
-
-        def forget() -> None:
-            if conn.waiters.get(request_id) is queue:
-                del conn.waiters[request_id]
-
+        key, queue = conn.demux.register(message)
         try:
             response_headers = await self._post(conn, message, headers)
         except BaseException:
-            forget()
+            conn.demux.forget(key, queue)
             raise
 
         async def messages() -> AsyncIterator[Message]:
@@ -695,11 +679,11 @@ class LegacySseCarrier(Carrier):
                 while (item := await queue.get()) is not None:
                     yield item
             finally:
-                forget()
+                conn.demux.forget(key, queue)
 
         async def closer() -> None:
             # No HTTP response to drop here: the caller cancels in-band.
-            forget()
+            conn.demux.forget(key, queue)
             queue.close()
 
         return Exchange(200, response_headers, messages(), closer=closer)
@@ -709,7 +693,7 @@ class LegacySseCarrier(Carrier):
 
     async def listen(self, headers: Mapping[str, str]) -> AsyncIterator[Message] | None:
         """Messages tied to no request; ends when the stream does.  One reader only."""
-        queue = self._open_conn().unsolicited
+        queue = self._open_conn().demux.unsolicited
 
         async def messages() -> AsyncIterator[Message]:
             while (item := await queue.get()) is not None:
@@ -759,8 +743,8 @@ async def open_legacy_sse_probe(
                     return str(_resolve_endpoint(resp.url, events[0].data))
                 return None
     except CarrierError as exc:
-        log.warning("HTTP+SSE probe of %s: %s", _redact(target), exc)
+        log.warning("HTTP+SSE probe refused", url=_redact(target), reason=str(exc))
         return None
     except (aiohttp.ClientError, TimeoutError, OSError, SseError) as exc:
-        log.debug("HTTP+SSE probe of %s failed: %r", _redact(target), exc)
+        log.debug("HTTP+SSE probe failed", url=_redact(target), reason=repr(exc))
         return None

@@ -92,7 +92,6 @@ class _Child:
     proc: asyncio.subprocess.Process
     transport: asyncio.SubprocessTransport
     exited: asyncio.Event
-    generation: int
     demux: Demux
     log: Any
     started: float = field(default_factory=time.monotonic)
@@ -296,9 +295,7 @@ class StdioCarrier(Carrier):
         log = structlog.get_logger(
             __name__, route=self.route, pid=proc.pid, generation=self.generation
         )
-        child = _Child(
-            proc, transport, exited, self.generation, Demux(self._max_queued, "stdio", log), log
-        )
+        child = _Child(proc, transport, exited, Demux(self._max_queued, "stdio", log), log)
         reader = asyncio.create_task(self._read(child), name=f"stdio-reader-{proc.pid}")
         child.tasks = [
             reader,

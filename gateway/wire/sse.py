@@ -11,7 +11,6 @@ calls, including a CR that may turn out to be the first half of a CRLF.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
 DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024
@@ -145,16 +144,6 @@ class SseParser:
         self._data_size = 0
         self._event = None
         self._block_retry = None
-
-
-async def aiter_events(
-    chunks: AsyncIterable[bytes], max_event_size: int = DEFAULT_MAX_EVENT_SIZE
-) -> AsyncIterator[SseEvent]:
-    """Events from a stream of byte chunks; an unfinished last event is dropped."""
-    parser = SseParser(max_event_size)
-    async for chunk in chunks:
-        for event in parser.feed(chunk):
-            yield event
 
 
 def encode_event(

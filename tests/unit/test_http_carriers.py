@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -12,6 +11,7 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from structlog.testing import capture_logs
 from yarl import URL
 
 from gateway.upstream.carrier import CarrierError, Exchange, Message
@@ -560,6 +560,10 @@ class LegacyServer:
                 self.held.clear()
         elif method == "hold":
             self.held.append((sid, msg))
+        elif method == "progress":
+            token = params["_meta"]["progressToken"]
+            queue.put_nowait(sse(note("notifications/progress", progressToken=token)))
+            queue.put_nowait(sse(result(msg["id"])))
         elif method == "flood":
             for i in range(params["count"]):
                 queue.put_nowait(sse(note("notifications/hello", n=i)))
@@ -696,9 +700,8 @@ async def test_legacy_unsolicited_messages_go_to_listen(
 
 
 async def test_legacy_unsolicited_queue_is_bounded(
-    serve: Serve, session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+    serve: Serve, session: aiohttp.ClientSession
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="gateway.upstream.http")
     _, carrier, _ = await legacy(serve, session, max_queued=3)
     await carrier.start()
     listener = await carrier.listen({})
@@ -706,15 +709,36 @@ async def test_legacy_unsolicited_queue_is_bounded(
     # With two requests in flight nothing is attributable, so the flood goes
     # to the unsolicited queue; the flood's own answer comes after it.
     held = await carrier.request(req(1, "hold"), {})
-    flood = await carrier.request(req(2, "flood", count=10), {})
-    assert await collect(flood) == [result(2)]
-    assert "dropped the oldest" in caplog.text
+    with capture_logs() as logs:
+        flood = await carrier.request(req(2, "flood", count=10), {})
+        assert await collect(flood) == [result(2)]
+    assert any("dropped the oldest" in entry["event"] for entry in logs)
     await carrier.close()
     assert [m async for m in listener] == [
         note("notifications/hello", n=7),
         note("notifications/hello", n=8),
         note("notifications/hello", n=9),
     ]
+    with pytest.raises(CarrierError, match="closed"):
+        await collect(held)
+
+
+async def test_legacy_progress_goes_to_the_request_that_sent_its_token(
+    serve: Serve, session: aiohttp.ClientSession
+) -> None:
+    _, carrier, _ = await legacy(serve, session)
+    await carrier.start()
+    listener = await carrier.listen({})
+    assert listener is not None
+    # Two requests in flight: only the progress token says whose the progress is.
+    held = await carrier.request(req(1, "hold"), {})
+    exchange = await carrier.request(req(2, "progress", _meta={"progressToken": "t2"}), {})
+    assert await collect(exchange) == [
+        note("notifications/progress", progressToken="t2"),
+        result(2),
+    ]
+    await carrier.close()
+    assert [m async for m in listener] == []
     with pytest.raises(CarrierError, match="closed"):
         await collect(held)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given
@@ -13,7 +12,6 @@ from gateway.wire.sse import (
     SseError,
     SseEvent,
     SseParser,
-    aiter_events,
     encode_event,
 )
 
@@ -223,15 +221,6 @@ def test_encode_event_multiline_and_empty() -> None:
 def test_encode_event_rejects_what_cannot_be_framed(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         encode_event("x", **kwargs)  # type: ignore[arg-type]
-
-
-async def test_aiter_events() -> None:
-    async def chunks() -> AsyncIterator[bytes]:
-        for i in range(len(STREAM)):
-            yield STREAM[i : i + 1]
-
-    events = [e async for e in aiter_events(chunks())]
-    assert events == EXPECTED
 
 
 # ------------------------------------------------------------------ property tests

@@ -1,0 +1,325 @@
+"""Running one call on an upstream carrier, in the upstream's revision.
+
+A call is one request upstream: its progress token rewritten so concurrent
+clients never collide, the upstream's requests in between answered (ping
+here, asks through the client), its events handed on, and, when the caller
+gives up first, the upstream told to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+)
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from gateway.core import (
+    Answer,
+    AskKind,
+    Call,
+    ClientContext,
+    Event,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    Value,
+    discard_event,
+)
+from gateway.core import jsonrpc as rpc
+from gateway.protocol import Adapter
+from gateway.upstream.carrier import Carrier, CarrierError
+from gateway.upstream.carrier import Exchange as CarrierExchange
+
+log = structlog.get_logger(__name__)
+
+# How many pages a listing the gateway makes on its own may take.
+MAX_PAGES = 100
+
+
+@dataclass
+class InFlight:
+    """The calls in flight on one upstream session, by upstream request id: who a
+    message that arrives outside any call's own stream may belong to."""
+
+    calls: dict[int, tuple[Exchange, str | int | None]] = field(default_factory=dict)
+    # Calls blocked on an ask of their own: their handler cannot be asking anything else.
+    waiting: set[int] = field(default_factory=set)
+
+    def owner(self) -> tuple[int, Exchange] | None:
+        """A message off any call's stream belongs to a call only if just one could have
+        sent it: one call in flight that is not itself blocked on an ask."""
+        running = [
+            (upstream_id, exchange)
+            for upstream_id, (exchange, _) in self.calls.items()
+            if upstream_id not in self.waiting
+        ]
+        return running[0] if len(running) == 1 else None
+
+
+@dataclass
+class Channel:
+    """Where a call goes: the upstream's revision, its carrier, and the upstream
+    session it runs in (none for a stateless upstream)."""
+
+    adapter: Adapter
+    carrier: Carrier
+    session_id: str | None = None
+    inflight: InFlight | None = None
+
+
+class Calls:
+    """Runs calls upstream; owns the background work they leave (cancel notices)."""
+
+    def __init__(self, ids: Iterator[int]) -> None:
+        self.ids = ids
+        self._background: set[asyncio.Task[None]] = set()
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background until it ends or ``close`` cancels it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+
+    async def run(
+        self,
+        channel: Channel,
+        call: Call,
+        exchange: Exchange,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        upstream_id = next(self.ids)
+        inflight = channel.inflight
+        if inflight is not None:
+            inflight.calls[upstream_id] = (exchange, call.progress_token)
+        try:
+            return await self._exchange(channel, call, exchange, upstream_id, extra_headers)
+        finally:
+            if inflight is not None:
+                inflight.calls.pop(upstream_id, None)
+
+    async def _exchange(
+        self,
+        channel: Channel,
+        call: Call,
+        exchange: Exchange,
+        upstream_id: int,
+        extra_headers: Mapping[str, str] | None,
+    ) -> Outcome:
+        adapter, carrier = channel.adapter, channel.carrier
+        # Progress tokens are rewritten so concurrent clients never collide upstream.
+        upstream_call = (
+            replace(call, progress_token=upstream_id) if call.progress_token is not None else call
+        )
+        message = adapter.client_request(upstream_call, upstream_id)
+        headers = {
+            **exchange.forward_headers,
+            **adapter.client_headers(call, channel.session_id),
+            **(extra_headers or {}),
+        }
+        stoppable = must_notify(adapter, carrier) and call.id is not None
+        try:
+            reply = await carrier.request(message, headers)
+        except CarrierError as exc:
+            if exc.timeout and stoppable:
+                # No answer in time: a legacy upstream is told to stop, as the spec asks.
+                self.cancel_quietly(carrier, headers, upstream_id, "timed out")
+            raise
+        except asyncio.CancelledError:
+            # Cancelled before the upstream even answered (the client cancelled or left).
+            if stoppable:
+                self.cancel_quietly(carrier, headers, upstream_id)
+            raise
+        if reply.status == 404 and channel.session_id is not None:
+            # The upstream forgot the session (restarted, or expired it): whatever
+            # the body says, the caller opens a new one and retries.
+            await reply.aclose()
+            raise CarrierError("the upstream no longer knows this session", status=404)
+        finished = False
+        try:
+            outcome = await self._read(channel, call, exchange, reply, upstream_id, headers)
+            finished = True
+            return outcome
+        finally:
+            await reply.aclose()
+            if not finished and stoppable:
+                # The client went away: tell the upstream to stop, unless closing the
+                # stream already said so (a stateless server's own POST stream).
+                self.cancel_quietly(carrier, headers, upstream_id)
+
+    async def _read(
+        self,
+        channel: Channel,
+        call: Call,
+        exchange: Exchange,
+        reply: CarrierExchange,
+        upstream_id: int,
+        headers: Mapping[str, str],
+    ) -> Outcome:
+        """The call's answer, handing on what the upstream says on the way."""
+        adapter, inflight, token = channel.adapter, channel.inflight, call.progress_token
+        async for incoming in reply.messages:
+            if answers(incoming, upstream_id, reply.status):
+                return adapter.client_read_response(call, incoming)
+            if rpc.is_request(incoming):
+                if inflight is not None:
+                    inflight.waiting.add(upstream_id)
+                try:
+                    answer = await self.answer_request(adapter, incoming, exchange)
+                finally:
+                    if inflight is not None:
+                        inflight.waiting.discard(upstream_id)
+                await channel.carrier.send(answer, headers)
+                continue
+            event = adapter.client_read_event(incoming)
+            if event is None:
+                continue
+            if token is not None and event.progress_token == upstream_id:
+                event = replace(event, params={**event.params, "progressToken": token})
+            await exchange.emit(event)
+        return Failure(
+            FailureKind.UPSTREAM_PROTOCOL, "the upstream ended the exchange without answering"
+        )
+
+    def cancel_quietly(
+        self,
+        carrier: Carrier,
+        headers: Mapping[str, str],
+        upstream_id: int,
+        reason: str = "client went away",
+    ) -> None:
+        notice = rpc.notification(
+            "notifications/cancelled", {"requestId": upstream_id, "reason": reason}
+        )
+
+        async def send() -> None:
+            with contextlib.suppress(CarrierError):
+                await carrier.send(notice, headers)
+
+        # Sent in the background: a stuck upstream, which may not answer this POST
+        # either, must not hold back the caller's answer for another timeout.
+        self.spawn(send())
+
+    async def answer_request(
+        self, adapter: Adapter, message: dict[str, Any], exchange: Exchange | None
+    ) -> dict[str, Any]:
+        """Answer a request the upstream sent mid-call: ping here, asks via the client."""
+        method = message.get("method")
+        if method == Operation.PING.value:
+            return rpc.result(message["id"], {})
+        asks = adapter.client_input_requests(message)
+        if not asks:
+            return rpc.error(message["id"], -32601, f"Method not found: {method}")
+        ask = next(iter(asks.values()))
+        answer = await exchange.ask(ask) if exchange is not None and exchange.ask else None
+        if answer is None:
+            answer = Answer.refusal(ask.kind)
+        if ask.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
+            answer = Answer(result={"roots": []})
+        return adapter.client_answer(message["id"], answer)
+
+    async def listen(
+        self, channel: Channel, call: Call, exchange: Exchange
+    ) -> AsyncGenerator[Event, None]:
+        """A stateless upstream's `subscriptions/listen`: its notifications (the
+        acknowledgement first), until the upstream ends it (returns) or the stream is
+        lost (raises CarrierError or Failure).  Closing the iterator closes the listen."""
+        adapter, carrier = channel.adapter, channel.carrier
+        upstream_id = next(self.ids)
+        message = adapter.client_request(call, upstream_id)
+        headers = {**exchange.forward_headers, **adapter.client_headers(call, None)}
+        reply = await carrier.stream(message, headers)
+        answered = False
+        try:
+            async for incoming in reply.messages:
+                if answers(incoming, upstream_id, reply.status):
+                    answered = True
+                    outcome = adapter.client_read_response(call, incoming)
+                    if isinstance(outcome, Failure):
+                        raise outcome
+                    return  # the upstream ended the listen gracefully
+                event = adapter.client_read_event(incoming)
+                if event is not None:
+                    yield event
+            raise CarrierError("the upstream listen stream ended")
+        finally:
+            await reply.aclose()
+            if not answered and must_notify(adapter, carrier):
+                self.cancel_quietly(carrier, headers, upstream_id)
+
+
+async def read_pages(
+    operation: Operation, client: ClientContext, run: Callable[[Call], Awaitable[Outcome]]
+) -> AsyncIterator[Value]:
+    """Every page of a paginated list, read with ``run`` (bounded); stops at a failure."""
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        listing = Call(
+            id=0,
+            operation=operation,
+            method=operation.value,
+            params={"cursor": cursor} if cursor else {},
+            client=client,
+        )
+        outcome = await run(listing)
+        if not isinstance(outcome, Value):
+            return
+        yield outcome
+        cursor = outcome.result.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            return
+
+
+async def roundtrip(
+    carrier: Carrier, message: dict[str, Any], headers: Mapping[str, str]
+) -> tuple[dict[str, Any], Mapping[str, str]]:
+    """One request outside any call (probe, handshake): its answer and the reply's headers."""
+    exchange = await carrier.request(message, headers)
+    try:
+        return await final(exchange, message["id"]), exchange.headers
+    finally:
+        await exchange.aclose()
+
+
+async def final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
+    async for message in exchange.messages:
+        if answers(message, request_id, exchange.status):
+            return message
+    raise CarrierError("the upstream closed the exchange before answering")
+
+
+def answers(message: dict[str, Any], request_id: Any, status: int = 200) -> bool:
+    """Whether ``message`` answers ``request_id``.  An error that came back as the
+    HTTP error answer to this very request answers it whatever id it quotes
+    (servers put null, or even made-up ids, where they could not read ours)."""
+    if "method" in message or not ("result" in message or "error" in message):
+        return False
+    if message.get("id") == request_id:
+        return True
+    return "error" in message and (message.get("id") is None or status >= 400)
+
+
+def must_notify(adapter: Adapter, carrier: Carrier) -> bool:
+    """Whether stopping a call needs a `notifications/cancelled` (not just a closed stream)."""
+    return adapter.has_handshake or not carrier.cancels_by_close
+
+
+def quiet(exchange: Exchange) -> Exchange:
+    """``exchange`` for a call the gateway makes on its own: no events, no asks."""
+    return replace(exchange, emit=discard_event, ask=None)

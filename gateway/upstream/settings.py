@@ -1,0 +1,35 @@
+"""How one route reaches its upstream, and what the gateway tells it about itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import __version__
+
+GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
+# What the gateway declares to a legacy upstream: everything it can relay.
+GATEWAY_CAPABILITIES: dict[str, Any] = {
+    "roots": {"listChanged": True},
+    "sampling": {},
+    "elicitation": {"form": {}, "url": {}},
+}
+
+
+@dataclass
+class UpstreamSettings:
+    url: str
+    transport: str = "auto"  # auto | http (Streamable HTTP) | sse (HTTP+SSE) | stdio
+    # stdio: the command to spawn, its extra environment and working directory.
+    command: list[str] | None = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    # stdio: a child (so an upstream session) per caller instead of one per route.
+    per_principal: bool = False
+    route: str = ""
+    version: str | None = None  # pin the upstream's revision instead of probing
+    connect_timeout: float = 10.0
+    request_timeout: float = 300.0
+    probe_timeout: float = 10.0
+    client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
+    client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
