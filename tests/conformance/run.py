@@ -157,26 +157,33 @@ def parse_results(out_dir: Path) -> dict[str, Scenario]:
     return scenarios
 
 
-def run_kind(kind: str, work: Path) -> list[Lane]:
-    """Start the kind's upstream; run the suite against it directly, then via `gateway serve`."""
+def run_kind(kind: str, work: Path, cross: bool = False) -> list[Lane]:
+    """Start the kind's upstream; run the suite against it directly, then via `gateway serve`.
+
+    `cross`: also run the other kind's revision through the gateway (a 2026-07-28
+    client in front of the legacy server and the other way round), which has no
+    direct control: for the table only."""
     peer_name, spec = KINDS[kind]
     upstream: Peer = peer(peer_name)
     if upstream.missing:
         raise RuntimeError(upstream.missing)
     direct = Lane(f"{kind}-direct", peer_name, spec)
     via = Lane(f"{kind}-via-gateway", peer_name, spec)
+    others = [s for k, (_, s) in KINDS.items() if k != kind] if cross else []
+    crossed = [Lane(f"{kind}-via-gateway@{s}", peer_name, s) for s in others]
     with running_server(upstream, "streamable-http") as url:
         assert isinstance(url, str)
         _timed(direct, url, work / direct.name)
         with gateway(f"/mcp={url}", tmp_path=work, check=False) as running:
-            _timed(via, running.url("/mcp"), work / via.name)
+            for lane in (via, *crossed):
+                _timed(lane, running.url("/mcp"), work / lane.name)
             try:
                 stop_and_check(running)
             except AssertionError:
                 via.gateway_log_errors = bad_log_lines(running.log())[:20] or [
                     f"exit {running.process.returncode}: {running.log()[-500:]}"
                 ]
-    return [direct, via]
+    return [direct, via, *crossed]
 
 
 def _timed(lane: Lane, url: str, out_dir: Path) -> None:
@@ -189,14 +196,14 @@ def _timed(lane: Lane, url: str, out_dir: Path) -> None:
     lane.seconds = round(time.monotonic() - start, 1)
 
 
-def run_all(kinds: Iterable[str] = KINDS) -> dict[str, Lane]:
+def run_all(kinds: Iterable[str] = KINDS, cross: bool = False) -> dict[str, Lane]:
     reason = missing()
     if reason:
         raise RuntimeError(reason)
     lanes: dict[str, Lane] = {}
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
         for kind in kinds:
-            for lane in run_kind(kind, Path(tmp) / kind):
+            for lane in run_kind(kind, Path(tmp) / kind, cross):
                 lanes[lane.name] = lane
     return lanes
 
@@ -220,9 +227,10 @@ def regressions(direct: Scenario, via: Scenario | None) -> list[str]:
 def table(lanes: dict[str, Lane]) -> str:
     """Scenario x lane: PASS / FAIL n/m (failing checks); gateway reasons below the grid."""
     names = sorted({s for lane in lanes.values() for s in lane.scenarios})
-    cols = [lane for lane in LANES if lane in lanes]
+    cols = [lane for lane in LANES if lane in lanes] + [n for n in lanes if n not in LANES]
     width = max(len(n) for n in names) if names else 10
-    lines = [f"{'scenario':<{width}}  " + "  ".join(f"{c:<18}" for c in cols)]
+    cw = max(18, *(len(c) for c in cols))
+    lines = [f"{'scenario':<{width}}  " + "  ".join(f"{c:<{cw}}" for c in cols)]
     notes: list[str] = []
     for name in names:
         cells = []
@@ -239,7 +247,7 @@ def table(lanes: dict[str, Lane]) -> str:
                 lost = regressions(direct.scenarios[name], s)
                 if lost:
                     notes.append(f"  {col} {name}: " + "; ".join(lost[:3]))
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{c:<18}" for c in cells))
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{c:<{cw}}" for c in cells))
     for lane in (lanes[c] for c in cols):
         extra = f", ERROR: {lane.error}" if lane.error else ""
         logs = f", gateway log errors: {len(lane.gateway_log_errors)}"
@@ -256,9 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", action="append", choices=sorted(KINDS))
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--cross",
+        action="store_true",
+        help="also run each kind's gateway at the other kind's revision (no control)",
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
-    lanes = run_all(args.kind or list(KINDS))
+    lanes = run_all(args.kind or list(KINDS), args.cross)
     print(table(lanes))
     print(f"\ntotal {time.monotonic() - start:.0f}s")
     if args.json:
