@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from peers.registry import peer, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, running_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def probe_json(*args: str) -> dict[str, Any]:
 
 
 def test_probe_a_legacy_server() -> None:
-    skip_unless_installed(LEGACY)
+    require_installed(LEGACY)
     with running_server(LEGACY, "streamable-http") as url:
         assert isinstance(url, str)
         report = probe_json(url)
@@ -59,7 +59,7 @@ def test_probe_a_legacy_server() -> None:
 
 
 def test_probe_a_legacy_server_over_http_sse() -> None:
-    skip_unless_installed(LEGACY)
+    require_installed(LEGACY)
     with running_server(LEGACY, "sse") as url:
         assert isinstance(url, str)
         report = probe_json(url, "--transport", "sse")
@@ -69,7 +69,7 @@ def test_probe_a_legacy_server_over_http_sse() -> None:
 
 
 def test_probe_a_modern_server() -> None:
-    skip_unless_installed(MODERN)
+    require_installed(MODERN)
     with running_server(MODERN, "streamable-http") as url:
         assert isinstance(url, str)
         report = probe_json(url)
@@ -85,14 +85,14 @@ def test_probe_follows_pagination() -> None:
     """The peer serves resources/list 10 a page, with 25 `demo://many/<i>` resources
     besides its own (tests/interop/peers/CONTRACT.md): a count above 25 means every
     page was followed."""
-    skip_unless_installed(LEGACY)
+    require_installed(LEGACY)
     with running_server(LEGACY, "streamable-http") as url:
         assert isinstance(url, str)
         assert probe_json(url)["counts"]["resources"] > 25
 
 
 def test_probe_pinned_to_a_revision_the_server_does_not_speak_fails_cleanly() -> None:
-    skip_unless_installed(MODERN)
+    require_installed(MODERN)
     with running_server(MODERN, "streamable-http") as url:
         assert isinstance(url, str)
         done = probe(url, "--version", LEGACY.speaks[-1], "--timeout", "10")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -53,10 +54,62 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None 
     raise TimeoutError(f"{url} did not answer within {timeout}s: {last}")
 
 
+# Log lines that mean the gateway itself went wrong: an unhandled exception or an error.
+_BAD_LINE = re.compile(r'Traceback|"level": "(error|critical)"|\[(error|critical)\s*\]')
+# How long the gateway may take to drain and exit after SIGTERM before the test fails.
+STOP_TIMEOUT = 15.0
+
+
+def bad_log_lines(log: str, expected: tuple[str, ...] = ()) -> list[str]:
+    """Lines of ``log`` that report an error, less those matching an ``expected`` pattern."""
+    allowed = [re.compile(pattern) for pattern in expected]
+    return [
+        line
+        for line in log.splitlines()
+        if _BAD_LINE.search(line) and not any(a.search(line) for a in allowed)
+    ]
+
+
+def stop_and_check(running: RunningGateway, expected_errors: tuple[str, ...] = ()) -> None:
+    """SIGTERM the gateway (unless the test already stopped it), then insist that it
+    exited 0 in time and logged no error (other than lines matching ``expected_errors``)."""
+    process = running.process
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            raise AssertionError(
+                f"the gateway did not exit within {STOP_TIMEOUT}s of SIGTERM:\n"
+                f"{running.log()[-4000:]}"
+            ) from None
+    log = running.log()
+    assert process.returncode == 0, f"the gateway exited with {process.returncode}:\n{log[-4000:]}"
+    bad = bad_log_lines(log, expected_errors)
+    assert not bad, "the gateway logged errors:\n" + "\n".join(bad[:20])
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(5)
+
+
 @contextlib.contextmanager
 def gateway(
-    *routes: str, extra: tuple[str, ...] = (), tmp_path: Path, timeout: float = 20.0
+    *routes: str,
+    extra: tuple[str, ...] = (),
+    tmp_path: Path,
+    timeout: float = 20.0,
+    expected_errors: tuple[str, ...] = (),
+    check: bool = True,
 ) -> Iterator[RunningGateway]:
+    """``gateway serve`` in its own process.  When the test body succeeds, teardown
+    SIGTERMs it and fails the test unless it exits 0 within ``STOP_TIMEOUT`` and its
+    log holds no traceback or error line (``expected_errors``: regexes of lines the
+    test expects; ``check=False`` only for a test that stops the process itself and
+    checks the exit on its own)."""
     port = free_port()
     log_path = tmp_path / f"gateway-{port}.log"
     argv = [sys.executable, "-m", "gateway", "serve", "--listen", f"127.0.0.1:{port}"]
@@ -72,11 +125,19 @@ def gateway(
     try:
         wait_http(running.url("/healthz"), timeout, process)
         yield running
-    finally:
+    except BaseException:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(10)
+                process.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+                _kill(process)
+        raise
+    if check:
+        stop_and_check(running, expected_errors)
+    elif process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _kill(process)

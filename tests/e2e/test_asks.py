@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from peers.registry import peer, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, running_server
 
 from tests.e2e.fake_client import (
     CAPS,
@@ -456,7 +456,7 @@ def modern_gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGatew
     # The official TypeScript SDK v2 server, 2025-era traffic rejected: a purely
     # 2026-07-28 upstream (the registry's node-sdk2-server-modern-only is the same).
     server = replace(peer("node-sdk2-server"), extra_args=("--legacy", "reject"))
-    skip_unless_installed(server)
+    require_installed(server)
     with (
         running_server(server, "streamable-http") as upstream,
         gateway(f"/mcp={upstream}", tmp_path=tmp_path_factory.mktemp("gw-modern")) as running,

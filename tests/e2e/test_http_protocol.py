@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from peers.registry import peer, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, running_server
 
 from tests.e2e.fake_client import (
     EVENT_STREAM,
@@ -46,7 +46,7 @@ MAX_BODY = 4 * 1024 * 1024
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     server = peer(UPSTREAM)
-    skip_unless_installed(server)
+    require_installed(server)
     with running_server(server, "streamable-http") as url:
         assert isinstance(url, str)
         yield url

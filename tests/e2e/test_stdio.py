@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from peers.registry import peer, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, running_server
 
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
@@ -52,7 +52,7 @@ async def roundtrip(carrier: StdioCarrier, message: Message) -> list[Message]:
 
 async def test_carrier_legacy_sdk_server() -> None:
     server = peer(LEGACY_SERVER)
-    skip_unless_installed(server)
+    require_installed(server)
     carrier = StdioCarrier(server.server_argv("stdio"), route="/legacy")
     try:
         await carrier.start()
@@ -83,7 +83,7 @@ async def test_carrier_legacy_sdk_server() -> None:
 
 async def test_carrier_modern_sdk_server() -> None:
     server = peer(DUAL_SERVER)
-    skip_unless_installed(server)
+    require_installed(server)
     carrier = StdioCarrier(server.server_argv("stdio"), route="/modern")
     try:
         await carrier.start()
@@ -117,7 +117,7 @@ async def test_carrier_modern_sdk_server() -> None:
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     server = peer(HTTP_UPSTREAM)
-    skip_unless_installed(server)
+    require_installed(server)
     with running_server(server, "streamable-http") as url:
         assert isinstance(url, str)
         yield url

@@ -14,9 +14,9 @@ from peers.registry import (
     PYTHON_PINS,
     Peer,
     peer,
+    require_installed,
     run_client,
     running_server,
-    skip_unless_installed,
 )
 
 pytestmark = pytest.mark.interop
@@ -40,7 +40,7 @@ UNKNOWN_METHOD_CODE = {
 def pair(version: str, client_suffix: str = "client") -> tuple[Peer, Peer]:
     client = peer(f"python-{version}-{client_suffix}")
     server = peer(f"python-{version}-server")
-    skip_unless_installed(client, server)
+    require_installed(client, server)
     return client, server
 
 

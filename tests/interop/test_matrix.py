@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peers.registry import Peer, peer, run_client, running_server, skip_unless_installed
+from peers.registry import Peer, peer, require_installed, run_client, running_server
 
 from tests.e2e.gateway_proc import RunningGateway, gateway
 
@@ -52,7 +52,7 @@ def route_of(revision: str) -> str:
 @pytest.fixture(scope="module")
 def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
     servers = [peer(name) for name in SERVERS.values()]
-    skip_unless_installed(*servers, *(peer(name) for name in CLIENTS.values()))
+    require_installed(*servers, *(peer(name) for name in CLIENTS.values()))
     with ExitStack() as stack:
         routes = []
         for revision, server in zip(SERVERS, servers, strict=True):

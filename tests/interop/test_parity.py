@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from peers.registry import peer, run_client, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, run_client, running_server
 
 from tests.e2e.gateway_proc import gateway
 from tests.interop.test_matrix import CLIENTS, REVISIONS, SERVERS
@@ -50,7 +50,7 @@ def _diff(direct: Any, through: Any, path: str = "") -> list[str]:
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_same_revision_pair_sees_the_same(revision: str, tmp_path: Any) -> None:
     client, server = peer(CLIENTS[revision]), peer(SERVERS[revision])
-    skip_unless_installed(client, server)
+    require_installed(client, server)
     transport = server.http_transport()
     # A fresh server for each run: both start from the same state.
     with running_server(server, transport) as url:

@@ -13,7 +13,7 @@ import shlex
 import sys
 
 import pytest
-from peers.registry import peer, run_client, running_server, skip_unless_installed
+from peers.registry import peer, require_installed, run_client, running_server
 
 from tests.e2e.gateway_proc import REPO, gateway
 from tests.interop.test_matrix import check_cell, check_interactive
@@ -38,7 +38,7 @@ def test_http_clients_use_a_spawned_stdio_server(
     tmp_path: pytest.TempPathFactory, client_rev: str, client_name: str, server_name: str
 ) -> None:
     client, server = peer(client_name), peer(server_name)
-    skip_unless_installed(client, server)
+    require_installed(client, server)
     command = shlex.join(server.server_argv("stdio"))
     with gateway(f"/stdio=stdio:{command},timeout=30", tmp_path=tmp_path) as gw:  # type: ignore[arg-type]
         out = run_client(client, gw.url("/stdio"), "streamable-http", "interactive")
@@ -61,7 +61,7 @@ def test_stdio_clients_drive_gateway_stdio(
     client_rev: str, client_name: str, server_name: str
 ) -> None:
     client, server = peer(client_name), peer(server_name)
-    skip_unless_installed(client, server)
+    require_installed(client, server)
     with running_server(server, "streamable-http") as url:
         assert isinstance(url, str)
         argv = [sys.executable, "-m", "gateway", "stdio", "--upstream", url, "--timeout", "30"]

@@ -1,0 +1,74 @@
+"""The nesting-depth bound and keyed principals."""
+
+from __future__ import annotations
+
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.bridge.principal import ANONYMOUS, Principals
+from gateway.core.limits import MAX_DEPTH, too_deep
+
+
+def nested(depth: int) -> object:
+    """``depth`` levels of containers (alternating objects and arrays) around a number."""
+    value: object = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"a": value}
+    return value
+
+
+def test_depth_at_the_limit_is_accepted_and_one_more_refused() -> None:
+    assert not too_deep(nested(MAX_DEPTH))
+    assert too_deep(nested(MAX_DEPTH + 1))
+
+
+def test_depth_far_beyond_the_recursion_limit_is_measured_without_recursion() -> None:
+    assert too_deep(nested(sys.getrecursionlimit() * 4))
+
+
+def test_scalars_and_flat_messages_are_not_deep() -> None:
+    assert not too_deep(5)
+    assert not too_deep({"jsonrpc": "2.0", "id": 1, "params": {"a": [1, 2, {"b": None}]}})
+
+
+@given(st.recursive(st.integers(), lambda inner: st.lists(inner, max_size=3), max_leaves=30))
+def test_depth_agrees_with_a_recursive_count(value: object) -> None:
+    def depth(node: object) -> int:
+        if isinstance(node, list):
+            return 1 + max((depth(c) for c in node), default=0)
+        return 0
+
+    assert too_deep(value, 3) == (depth(value) > 3)
+
+
+KEY = b"k" * 32
+
+
+def test_no_credentials_is_anonymous() -> None:
+    assert Principals(KEY).of({}) == ANONYMOUS
+
+
+def test_principals_are_keyed_and_never_the_token() -> None:
+    headers = {"authorization": "Bearer secret-token"}
+    one, other = Principals(KEY).of(headers), Principals(b"x" * 32).of(headers)
+    assert one != other
+    assert "secret-token" not in one
+    assert one == Principals(KEY).of(dict(headers))
+
+
+def test_tenant_headers_are_part_of_the_principal() -> None:
+    principals = Principals(KEY, tenant_headers=("X-Tenant",))
+    token = {"authorization": "Bearer t"}
+    a = principals.of({**token, "x-tenant": "a"})
+    b = principals.of({**token, "x-tenant": "b"})
+    assert a != b
+    assert principals.of({"x-tenant": "a"}) != ANONYMOUS
+
+
+def test_header_values_cannot_run_together() -> None:
+    principals = Principals(KEY, tenant_headers=("x-tenant",))
+    assert principals.of({"authorization": "ab", "x-tenant": "c"}) != principals.of(
+        {"authorization": "a", "x-tenant": "bc"}
+    )
