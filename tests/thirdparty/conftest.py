@@ -20,15 +20,15 @@ if _INTEROP not in sys.path:
 
 from peers.thirdparty import (  # noqa: E402
     SERVER_EVERYTHING,
+    require_installed,
     running_thirdparty,
-    skip_unless_installed,
 )
 
 
 @pytest.fixture(scope="module")
 def everything_urls() -> Iterator[dict[str, str]]:
     """server-everything over Streamable HTTP and over HTTP+SSE: transport -> URL."""
-    skip_unless_installed(SERVER_EVERYTHING)
+    require_installed(SERVER_EVERYTHING)
     with ExitStack() as stack:
         urls = {}
         for transport in ("streamable-http", "sse"):

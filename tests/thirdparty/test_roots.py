@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peers.registry import Peer, Transport, peer, run_client, skip_unless_installed
+from peers.registry import Peer, Transport, peer, require_installed, run_client
 from peers.thirdparty import (
     SERVER_EVERYTHING,
     SERVER_FILESYSTEM,
     ThirdPartyServer,
 )
-from peers.thirdparty import skip_unless_installed as skip_unless_thirdparty
+from peers.thirdparty import require_installed as require_thirdparty
 
 from tests.e2e.gateway_proc import gateway
 
@@ -126,11 +126,12 @@ class Cells:
     """Runs each (client, upstream, via) scenario once; the three part-tests share it.
 
     Cells are independent (a fresh gateway each, a fresh stdio server each, an own session
-    on the shared HTTP servers) and mostly wait, so `prefetch` runs them a few at a time."""
+    on the shared HTTP servers) and mostly wait, so `prefetch` runs them in parallel."""
 
     def __init__(self, urls: dict[str, str], dirs: dict[str, Path], tmp: Path) -> None:
         self.urls, self.dirs, self.tmp = urls, dirs, tmp
         self.done: dict[Cell, dict[str, Any] | BaseException] = {}
+        self.wanted: list[Cell] = []
 
     def prefetch(self, cells: list[Cell], workers: int = PARALLEL) -> None:
         todo = [c for c in dict.fromkeys(cells) if c not in self.done and runnable(c)]
@@ -146,7 +147,9 @@ class Cells:
 
     def get(self, cell: Cell) -> dict[str, Any]:
         if cell not in self.done:
-            self.prefetch([cell])
+            # this client's selected cells on the same side, together: a batch stays
+            # well within the per-test timeout
+            self.prefetch([cell, *(c for c in self.wanted if c[0::2] == cell[0::2])])
         found = self.done[cell]
         if isinstance(found, BaseException):
             raise found
@@ -176,15 +179,13 @@ def cells(
     root_dirs: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Cells:
-    """All cells the selected tests of this module need, run up front, in parallel."""
+    """The cells, and which ones the selected tests need (run in batches, see `get`)."""
     found = Cells(everything_urls, root_dirs, tmp_path_factory.mktemp("gw"))
-    wanted = []
     for item in request.session.items:
         spec = getattr(item, "callspec", None)
         name = getattr(item, "originalname", "")
         if spec is not None and name in ("test_direct", "test_gateway"):
-            wanted.append((spec.params["client_rev"], spec.params["upstream"], name[5:]))
-    found.prefetch(wanted)
+            found.wanted.append((spec.params["client_rev"], spec.params["upstream"], name[5:]))
     return found
 
 
@@ -293,8 +294,8 @@ def cases(via: str) -> list[Any]:
 def _check(cells: Cells, client_rev: str, upstream: str, part: str, via: str) -> None:
     client = peer(CLIENTS[client_rev])
     server, transport = UPSTREAMS[upstream]
-    skip_unless_installed(client)
-    skip_unless_thirdparty(server)
+    require_installed(client)
+    require_thirdparty(server)
     if via == "direct" and (why := direct_skip(client_rev, client, transport)):
         pytest.skip(why)
     out = cells.get((client_rev, upstream, via))
@@ -332,8 +333,8 @@ def test_two_clients_keep_their_own_roots(cells: Cells, upstream: str, tmp_path:
     server gives a client names only that client's roots."""
     server, transport = UPSTREAMS[upstream]
     clients = [peer(CLIENTS[rev]) for rev in PAIR]
-    skip_unless_installed(*clients)
-    skip_unless_thirdparty(server)
+    require_installed(*clients)
+    require_thirdparty(server)
     dirs = cells.dirs
     own = {PAIR[0]: (dirs["a"], dirs["b"]), PAIR[1]: (dirs["a2"], dirs["b2"])}
     target = upstream_target(upstream, cells.urls, dirs)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .registry import (
+    ALLOW_MISSING_ENV,
     INSTALL_HINT,
     READY_TIMEOUT,
     ROOT,
@@ -95,12 +96,17 @@ SERVER_EVERYTHING = ThirdPartyServer(
 THIRD_PARTY = (SERVER_FILESYSTEM, SERVER_EVERYTHING)
 
 
-def skip_unless_installed(*servers: ThirdPartyServer) -> None:
+def require_installed(*servers: ThirdPartyServer) -> None:
+    """Fail, naming the server and the install command, when it is not installed (skip
+    only under the local opt-out, as `registry.require_installed`)."""
     import pytest
 
-    for server in servers:
-        if server.missing:
-            pytest.skip(server.missing)
+    missing = [s.missing for s in servers if s.missing]
+    if not missing:
+        return
+    if os.environ.get(ALLOW_MISSING_ENV) == "1":
+        pytest.skip("; ".join(missing))
+    pytest.fail("missing third-party server(s): " + "; ".join(missing), pytrace=False)
 
 
 @contextlib.contextmanager
