@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -98,17 +98,21 @@ class Peer:
         return [*args, *self.extra_args]
 
     def client_argv(
-        self, target: str | list[str], transport: Transport, scenario: str
+        self,
+        target: str | list[str],
+        transport: Transport,
+        scenario: str,
+        args: Sequence[str] = (),
     ) -> list[str]:
         assert self.role == "client", self.name
-        args = [*self.argv, "--transport", transport, "--scenario", scenario]
+        argv = [*self.argv, "--transport", transport, "--scenario", scenario]
         if transport == "stdio":
             command = target if isinstance(target, str) else shlex.join(target)
-            args += ["--command", command]
+            argv += ["--command", command]
         else:
             assert isinstance(target, str)
-            args += ["--url", target]
-        return [*args, *self.extra_args]
+            argv += ["--url", target]
+        return [*argv, *self.extra_args, *args]
 
 
 # --- Python peers -----------------------------------------------------------------------
@@ -399,11 +403,14 @@ def run_client(
     transport: Transport,
     scenario: str = "basic",
     timeout: float = 90.0,
+    args: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run a client driver against `target` (URL, or server argv for stdio); return its JSON."""
+    """Run a client driver against `target` (URL, or server argv for stdio); return its JSON.
+
+    `args` are appended to the command line (scenario options such as `--root-a`)."""
     if peer.role != "client":
         raise ValueError(f"{peer.name} is not a client")
-    argv = peer.client_argv(target, transport, scenario)
+    argv = peer.client_argv(target, transport, scenario, args)
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,

@@ -21,9 +21,12 @@ import {
 import {
   parseArgs, shellSplit, pkgVersion, StepRunner, runScenario, emit, installGlobalTimeout,
   ELICIT_ANSWER, ROOTS_ANSWER, samplingAnswer, errorJson, tapNotifications, setCleanup,
+  RootsState, rootsScenario,
 } from './lib/common.mjs';
 
-const args = parseArgs(process.argv.slice(2), { scenario: 'basic', timeout: '60' });
+const args = parseArgs(process.argv.slice(2), {
+  scenario: 'basic', timeout: '60', 'root-a': 'file:///tmp/a', 'root-b': 'file:///tmp/b',
+  'roots-tool': 'show_roots', 'roots-wait': '5' });
 const output = { sdk: `typescript-sdk ${pkgVersion('@modelcontextprotocol/sdk')}`, protocolVersion: null, steps: {} };
 installGlobalTimeout(output, Number(args.timeout) * 1000);
 const run = new StepRunner(output);
@@ -46,9 +49,12 @@ function makeTransport() {
 
 async function main() {
   const interactive = args.scenario === 'interactive';
+  // scenario `roots`: declare roots with listChanged and let the server ask on its own
+  const roots = args.scenario === 'roots' ? new RootsState(args['root-a']) : null;
   const client = new Client(
     { name: 'interop-node-sdk1-client', version: '1.0.0' },
-    { capabilities: interactive ? { elicitation: { form: {} }, sampling: {}, roots: { listChanged: false } } : {} },
+    { capabilities: roots ? { roots: { listChanged: true } }
+      : interactive ? { elicitation: { form: {} }, sampling: {}, roots: { listChanged: false } } : {} },
   );
   const progress = [];
   const logs = [];
@@ -57,6 +63,7 @@ async function main() {
     client.setRequestHandler(CreateMessageRequestSchema, async (req) => samplingAnswer(req.params));
     client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: ROOTS_ANSWER }));
   }
+  if (roots) client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: roots.answer() }));
   client.setNotificationHandler(LoggingMessageNotificationSchema, () => {}); // recorded by the tap
 
   const transport = makeTransport();
@@ -81,7 +88,10 @@ async function main() {
     };
   });
   if (connected) tapNotifications(transport, progress, logs);
-  if (connected) {
+  if (connected && roots) {
+    await rootsScenario(run, args, roots, () => client.callTool({ name: args['roots-tool'], arguments: {} }, CallToolResultSchema),
+      () => client.sendRootsListChanged());
+  } else if (connected) {
     const adapter = {
       progress, logs,
       listTools: (cursor) => client.listTools(cursor ? { cursor } : undefined),

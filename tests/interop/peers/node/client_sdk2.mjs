@@ -17,9 +17,12 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import {
   parseArgs, shellSplit, pkgVersion, StepRunner, runScenario, emit, installGlobalTimeout,
   ELICIT_ANSWER, ROOTS_ANSWER, samplingAnswer, errorJson, tapNotifications, setCleanup,
+  RootsState, rootsScenario,
 } from './lib/common.mjs';
 
-const args = parseArgs(process.argv.slice(2), { scenario: 'basic', timeout: '60', 'protocol-version': '2026-07-28' });
+const args = parseArgs(process.argv.slice(2), {
+  scenario: 'basic', timeout: '60', 'root-a': 'file:///tmp/a', 'root-b': 'file:///tmp/b',
+  'roots-tool': 'show_roots', 'roots-wait': '5', 'protocol-version': '2026-07-28' });
 const output = { sdk: `typescript-sdk ${pkgVersion('@modelcontextprotocol/client')}`, protocolVersion: null, steps: {} };
 installGlobalTimeout(output, Number(args.timeout) * 1000);
 const run = new StepRunner(output);
@@ -48,10 +51,13 @@ function negotiationOptions(pv) {
 
 async function main() {
   const interactive = args.scenario === 'interactive';
+  // scenario `roots`: declare roots with listChanged and let the server ask on its own
+  const roots = args.scenario === 'roots' ? new RootsState(args['root-a']) : null;
   const client = new Client(
     { name: 'interop-node-sdk2-client', version: '1.0.0' },
     {
-      capabilities: interactive ? { elicitation: { form: {} }, sampling: {}, roots: { listChanged: false } } : {},
+      capabilities: roots ? { roots: { listChanged: true } }
+      : interactive ? { elicitation: { form: {} }, sampling: {}, roots: { listChanged: false } } : {},
       ...negotiationOptions(args['protocol-version']),
     },
   );
@@ -62,6 +68,7 @@ async function main() {
     client.setRequestHandler('sampling/createMessage', async (req) => samplingAnswer(req.params));
     client.setRequestHandler('roots/list', async () => ({ roots: ROOTS_ANSWER }));
   }
+  if (roots) client.setRequestHandler('roots/list', async () => ({ roots: roots.answer() }));
   client.setNotificationHandler('notifications/message', () => {}); // recorded by the tap
 
   const transport = makeTransport();
@@ -76,7 +83,10 @@ async function main() {
       capabilities: client.getServerCapabilities(),
     };
   });
-  if (connected) {
+  if (connected && roots) {
+    await rootsScenario(run, args, roots, () => client.callTool({ name: args['roots-tool'], arguments: {} }),
+      () => client.sendRootsListChanged());
+  } else if (connected) {
     tapNotifications(transport, progress, logs);
     const adapter = {
       progress, logs,

@@ -23,9 +23,11 @@ from peer_common import (
     ROOT_URI,
     UNKNOWN_METHOD_TIMEOUT,
     Recorder,
+    RootsState,
     first_user_text,
     parse_args,
     plain,
+    roots_scenario,
 )
 from pydantic import BaseModel
 
@@ -136,7 +138,36 @@ async def list_all(
     return items
 
 
+async def run_roots(args, rec: Recorder) -> None:
+    """Scenario `roots`: the server asks on its own (after initialized, after the change)."""
+    state = RootsState(args.root_a)
+
+    async def list_roots(context):
+        return types.ListRootsResult(
+            roots=[types.Root(uri=r["uri"], name=r["name"]) for r in state.answer()]
+        )
+
+    async with (
+        open_streams(args) as (read, write),
+        ClientSession(read, write, list_roots_callback=list_roots) as session,
+    ):
+        init = await rec.step("connect", session.initialize)
+        if init is None:
+            return
+        rec.out["protocolVersion"] = str(init.protocolVersion)
+        await roots_scenario(
+            rec,
+            args,
+            state,
+            lambda: session.call_tool(args.roots_tool, {}),
+            session.send_roots_list_changed,
+        )
+
+
 async def run(args, rec: Recorder) -> None:
+    if args.scenario == "roots":
+        await run_roots(args, rec)
+        return
     interactive = args.scenario == "interactive"
     cb = Interactive()
     kwargs: dict[str, Any] = {}

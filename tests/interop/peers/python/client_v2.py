@@ -23,10 +23,12 @@ from peer_common import (
     ROOT_URI,
     UNKNOWN_METHOD_TIMEOUT,
     Recorder,
+    RootsState,
     error_of,
     first_user_text,
     parse_args,
     plain,
+    roots_scenario,
 )
 
 SDK = f"python-mcp {version('mcp')}"
@@ -95,6 +97,16 @@ async def run(args, rec: Recorder) -> None:
     interactive = args.scenario == "interactive"
     cb = Interactive()
     kwargs: dict[str, Any] = {"mode": args.mode or DEFAULT_MODE, "read_timeout_seconds": 30}
+    state = RootsState(args.root_a) if args.scenario == "roots" else None
+    if state is not None:
+        # At 2026-07-28 the roots come back as input responses of a call (MRTR); in the
+        # handshake era the server asks with a real roots/list request.
+        async def list_roots(context):
+            return types.ListRootsResult(
+                roots=[types.Root(uri=r["uri"], name=r["name"]) for r in state.answer()]
+            )
+
+        kwargs["list_roots_callback"] = list_roots
     if interactive:
         kwargs.update(
             sampling_callback=cb.sampling,
@@ -117,7 +129,16 @@ async def run(args, rec: Recorder) -> None:
                 }
             }
             rec.out["protocolVersion"] = client.protocol_version
-            await scenario(client, rec, cb, interactive)
+            if state is not None:
+                await roots_scenario(
+                    rec,
+                    args,
+                    state,
+                    lambda: client.call_tool(args.roots_tool, {}),
+                    client.send_roots_list_changed,
+                )
+            else:
+                await scenario(client, rec, cb, interactive)
     except Exception as exc:
         if "connect" not in steps:
             steps["connect"] = {"error": error_of(exc)}

@@ -29,7 +29,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--transport", choices=["streamable-http", "sse", "stdio"], required=True)
     parser.add_argument("--url")
     parser.add_argument("--command", help="server argv as one shell-quoted string (stdio)")
-    parser.add_argument("--scenario", choices=["basic", "interactive"], default="basic")
+    parser.add_argument("--scenario", choices=["basic", "interactive", "roots"], default="basic")
     parser.add_argument("--timeout", type=float, default=OVERALL_TIMEOUT)
     parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT)
     parser.add_argument(
@@ -37,6 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="2.x only: 'auto', 'legacy' or a modern protocol version (default 2026-07-28)",
     )
+    # scenario `roots` (see CONTRACT.md): the roots before/after the change, the tool
+    # that reports what the server believes, and the bound on each wait.
+    parser.add_argument("--root-a", default="file:///tmp/a")
+    parser.add_argument("--root-b", default="file:///tmp/b")
+    parser.add_argument("--roots-tool", default="show_roots")
+    parser.add_argument("--roots-wait", type=float, default=5.0)
     args = parser.parse_args(argv)
     if args.transport == "stdio":
         if not args.command:
@@ -113,3 +119,113 @@ def first_user_text(messages: list[Any]) -> str:
             if getattr(item, "type", None) == "text":
                 return item.text
     return ""
+
+
+# --- scenario `roots` -------------------------------------------------------------------
+
+
+def root_path(uri: str) -> str:
+    """`file:///x/y` -> `/x/y` (what a filesystem server names), else the URI itself."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def names_root(text: str, uri: str) -> bool:
+    """Does a tool's text name this root (a whitespace-separated word: its URI or path)?"""
+    words = text.split()
+    return uri in words or root_path(uri) in words
+
+
+class RootsState:
+    """The client's current roots and every invocation of its roots handler."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.invocations: list[dict[str, Any]] = []
+        self._started = anyio.current_time()
+        self._changed = anyio.Event()
+
+    def answer(self) -> list[dict[str, str]]:
+        """Record one invocation; return the roots to answer with (plain JSON)."""
+        roots = [{"uri": self.uri, "name": "root"}]
+        self.invocations.append(
+            {"at": round(anyio.current_time() - self._started, 3), "roots": [self.uri]}
+        )
+        self._changed.set()
+        self._changed = anyio.Event()
+        return roots
+
+    async def wait_for(self, count: int, limit: float) -> dict[str, Any]:
+        """Wait (bounded) until the handler ran `count` times in all."""
+        with anyio.move_on_after(limit):
+            while len(self.invocations) < count:
+                await self._changed.wait()
+        return {"invoked": len(self.invocations) >= count, "count": len(self.invocations)}
+
+
+def tool_text(result: Any) -> str:
+    content = getattr(result, "content", None) or []
+    return "\n".join(getattr(c, "text", "") for c in content if getattr(c, "type", "") == "text")
+
+
+async def call_until_named(
+    state: RootsState,
+    call: Callable[[], Awaitable[Any]],
+    uri: str,
+    since: int,
+    limit: float,
+) -> dict[str, Any]:
+    """Call the roots tool until its text names `uri`.
+
+    The server stores the roots after our handler answered, so the first call may race
+    it: retry (bounded by `limit`) only while the handler ran since `since` (else the
+    server cannot know the roots and one call says all there is to say).
+    """
+    deadline = anyio.current_time() + limit
+    attempts = 0
+    while True:
+        result = await call()
+        attempts += 1
+        text = tool_text(result)
+        done = names_root(text, uri)
+        if done or len(state.invocations) <= since or anyio.current_time() >= deadline:
+            failed = getattr(result, "isError", None) or getattr(result, "is_error", None)
+            return {
+                "text": text,
+                "isError": bool(failed),
+                "names_expected": done,
+                "attempts": attempts,
+            }
+        await anyio.sleep(0.1)  # polling interval; the loop is bounded by `deadline`
+
+
+async def roots_scenario(
+    rec: Recorder,
+    args: argparse.Namespace,
+    state: RootsState,
+    call_tool: Callable[[], Awaitable[Any]],
+    notify_changed: Callable[[], Awaitable[Any]],
+) -> None:
+    """connect is done; ask-wait-call, change roots, notify-wait-call (CONTRACT.md)."""
+    wait = args.roots_wait
+    await rec.step("wait_roots_initial", lambda: state.wait_for(1, wait))
+    await rec.step("tool_before", lambda: call_until_named(state, call_tool, args.root_a, 0, wait))
+    before = len(state.invocations)
+    state.uri = args.root_b
+
+    async def change() -> dict[str, Any]:
+        await notify_changed()
+        return {"sent": "notifications/roots/list_changed"}
+
+    await rec.step("change_roots", change)
+    await rec.step("wait_roots_changed", lambda: state.wait_for(before + 1, wait))
+    await rec.step(
+        "tool_after", lambda: call_until_named(state, call_tool, args.root_b, before, wait)
+    )
+    rec.out["roots"] = {
+        "invocations": state.invocations,
+        "before": (rec.out["steps"].get("tool_before", {}).get("result") or {}).get("text"),
+        "after": (rec.out["steps"].get("tool_after", {}).get("result") or {}).get("text"),
+    }

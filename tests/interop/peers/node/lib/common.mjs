@@ -264,3 +264,93 @@ export async function runScenario(run, a, scenario) {
     return { ...plain(r), progress: [...a.progress], logs: [...a.logs] };
   });
 }
+
+// ---- scenario `roots` (see ../../CONTRACT.md) ----------------------------------------
+
+/** `file:///x/y` -> `/x/y` (what a filesystem server names), else the URI itself. */
+export function rootPath(uri) {
+  try {
+    const u = new URL(uri);
+    return u.protocol === 'file:' ? decodeURIComponent(u.pathname) : uri;
+  } catch {
+    return uri;
+  }
+}
+
+/** Does a tool's text name this root (a whitespace-separated word: its URI or path)? */
+export function namesRoot(text, uri) {
+  const words = text.split(/\s+/);
+  return words.includes(uri) || words.includes(rootPath(uri));
+}
+
+/** The client's current roots and every invocation of its roots handler. */
+export class RootsState {
+  constructor(uri) {
+    this.uri = uri;
+    this.invocations = [];
+    this.started = Date.now();
+    this.waiters = [];
+  }
+  /** Record one invocation; return the roots to answer with. */
+  answer() {
+    this.invocations.push({ at: (Date.now() - this.started) / 1000, roots: [this.uri] });
+    for (const w of this.waiters.splice(0)) w();
+    return [{ uri: this.uri, name: 'root' }];
+  }
+  /** Wait (bounded) until the handler ran `count` times in all. */
+  async waitFor(count, limitMs) {
+    const deadline = Date.now() + limitMs;
+    while (this.invocations.length < count && Date.now() < deadline) {
+      let timer;
+      await new Promise((res) => {
+        this.waiters.push(res);
+        timer = setTimeout(res, deadline - Date.now());
+      });
+      clearTimeout(timer);
+    }
+    return { invoked: this.invocations.length >= count, count: this.invocations.length };
+  }
+}
+
+function toolText(result) {
+  return (result?.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+/**
+ * Call the roots tool until its text names `uri`.  The server stores the roots after
+ * our handler answered, so the first call may race it: retry (bounded) only while the
+ * handler ran since `since` (else one call says all there is to say).
+ */
+async function callUntilNamed(state, call, uri, since, limitMs) {
+  const deadline = Date.now() + limitMs;
+  for (let attempts = 1; ; attempts++) {
+    const result = await call();
+    const text = toolText(result);
+    const done = namesRoot(text, uri);
+    if (done || state.invocations.length <= since || Date.now() >= deadline) {
+      return { text, isError: Boolean(result?.isError), names_expected: done, attempts };
+    }
+    await new Promise((res) => setTimeout(res, 100)); // polling interval, bounded by deadline
+  }
+}
+
+/** connect is done: ask-wait-call, change roots, notify-wait-call. */
+export async function rootsScenario(run, args, state, callTool, notifyChanged) {
+  const waitMs = Number(args['roots-wait'] ?? 5) * 1000;
+  await run.step('wait_roots_initial', () => state.waitFor(1, waitMs));
+  await run.step('tool_before', () => callUntilNamed(state, callTool, args['root-a'], 0, waitMs));
+  const before = state.invocations.length;
+  state.uri = args['root-b'];
+  await run.step('change_roots', async () => {
+    await notifyChanged();
+    return { sent: 'notifications/roots/list_changed' };
+  });
+  await run.step('wait_roots_changed', () => state.waitFor(before + 1, waitMs));
+  await run.step('tool_after', () => callUntilNamed(state, callTool, args['root-b'], before, waitMs));
+  const steps = run.output.steps;
+  run.output.roots = {
+    invocations: state.invocations,
+    before: steps.tool_before?.result?.text ?? null,
+    after: steps.tool_after?.result?.text ?? null,
+  };
+}
