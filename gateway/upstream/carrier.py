@@ -23,7 +23,8 @@ class CarrierError(Exception):
 
     ``status`` is the HTTP status when there was one; ``body`` is what the
     upstream said (possibly empty), kept so era probing can read a modern
-    error out of a 4xx.
+    error out of a 4xx.  ``challenge`` is the `WWW-Authenticate` of a 401/403, passed
+    on to the client.
     """
 
     def __init__(
@@ -33,11 +34,13 @@ class CarrierError(Exception):
         status: int | None = None,
         body: bytes = b"",
         timeout: bool = False,
+        challenge: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
         self.timeout = timeout
+        self.challenge = challenge
 
 
 @dataclass

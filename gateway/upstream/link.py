@@ -116,7 +116,15 @@ class LegacySession:
     listener: asyncio.Task[None] | None = None
 
 
+# An upstream that refuses the caller's credentials: the client must hear a 401/403.
+_REFUSED = {401: FailureKind.UNAUTHORIZED, 403: FailureKind.FORBIDDEN}
+
+
 def carrier_failure(exc: CarrierError) -> Failure:
+    refused = _REFUSED.get(exc.status or 0)
+    if refused is not None:
+        headers = {"WWW-Authenticate": exc.challenge} if exc.challenge else {}
+        return Failure(refused, f"the upstream answered HTTP {exc.status}", headers=headers)
     if exc.timeout:
         return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
     if exc.status is None:
@@ -224,9 +232,12 @@ class UpstreamLink:
 
     async def _discover(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict:
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
-        response = await self._roundtrip(
-            self._primary, message, {**headers, **adapter.client_headers(None, None, message)}
-        )
+        try:
+            response = await self._roundtrip(
+                self._primary, message, {**headers, **adapter.client_headers(None, None, message)}
+            )
+        except CarrierError as exc:
+            raise carrier_failure(exc) from exc
         if "result" not in response:
             failure = adapter.client_read_failure(response.get("error"))
             raise Failure(
@@ -253,7 +264,8 @@ class UpstreamLink:
                 return None  # no answer in time: legacy, as the stdio fallback rule says
             raise carrier_failure(CarrierError("the probe timed out", timeout=True)) from None
         except CarrierError as exc:
-            if exc.status is None:
+            if exc.status is None or exc.status in _REFUSED:
+                # 401/403: the upstream needs credentials, not another transport.
                 raise carrier_failure(exc) from exc
             return None  # a 4xx without a modern error body: a legacy server
         if "result" in response and isinstance(response["result"], dict):
@@ -287,7 +299,12 @@ class UpstreamLink:
             try:
                 session = await self._open_session("http", headers, pinned)
             except CarrierError as exc:
-                if transport == "http" or exc.status is None or exc.status >= 500:
+                if (
+                    transport == "http"
+                    or exc.status is None
+                    or exc.status >= 500
+                    or exc.status in _REFUSED
+                ):
                     raise carrier_failure(exc) from exc
                 transport = "sse"  # the spec's fallback: POST refused, try the old GET stream
             else:
