@@ -84,7 +84,9 @@ def serve(
             help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
             "version=REV (pin the upstream's revision), transport=auto|http|sse, "
             "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
-            "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2.  "
+            "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
+            "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
+            "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR.  "
             "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
             "fronts its bundled demo server at /mcp.",
         ),
@@ -119,6 +121,14 @@ def serve(
             help="On SIGTERM/SIGINT, how long to let calls in flight finish.  [default: 30]",
         ),
     ] = None,
+    trust_forwarded: Annotated[
+        bool | None,
+        typer.Option(
+            "--trust-forwarded",
+            help="Take the public URL (scheme, host, path prefix) from X-Forwarded-* or "
+            "Forwarded headers: only behind a proxy that sets them.  [default: off]",
+        ),
+    ] = None,
     check_config: Annotated[
         bool,
         typer.Option(
@@ -143,12 +153,14 @@ def serve(
         "log_level": _choice("--log-level", log_level, LOG_LEVELS),
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
+        "trust_forwarded": trust_forwarded or None,
     }
     try:
         settings = load_settings(flags)
         gateway = Gateway.from_settings(settings)
         for spec in settings.routes:
             spec.upstream_headers()  # secrets must be there now, not at the first call
+            spec.introspection_auth()
             _check_version(spec.version, f"route {spec.path}", gateway.adapters)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
