@@ -20,6 +20,10 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
+from gateway.auth.front import RouteAuth
+from gateway.auth.tokens import TokenPolicy, TokenValidator
+from gateway.auth.wellknown import WellKnown
 from gateway.bridge.state import StateSealer
 from gateway.demo import start_demo
 from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
@@ -84,8 +88,10 @@ class Gateway:
         park_ttl: float = 600.0,
         max_parked: int = 1000,
         state_key: bytes | None = None,
+        trust_forwarded: bool = False,
     ) -> None:
         self.specs = routes
+        self.trust_forwarded = trust_forwarded
         self.park_ttl = park_ttl
         self.max_parked = max_parked
         # One key for every route: a configured key lets replicas open each other's
@@ -120,6 +126,7 @@ class Gateway:
             park_ttl=settings.park_ttl,
             max_parked=settings.max_parked,
             state_key=state_key_from_env(),
+            trust_forwarded=settings.trust_forwarded,
         )
 
     def in_flight(self) -> int:
@@ -157,6 +164,8 @@ class Gateway:
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
+        # Discovery documents are fetched without any credentials (the shared session).
+        fetcher = DocumentFetcher(self._http)
         for spec in self.specs:
             if spec.version is not None and spec.version not in self.adapters.by_version:
                 raise ValueError(
@@ -173,6 +182,8 @@ class Gateway:
                     name
                     for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
                     if name not in static
+                    # auth=gateway: the client's token is the gateway's, never the upstream's.
+                    and not (spec.auth == "gateway" and name == "authorization")
                 )
             )
             route = Route(
@@ -191,6 +202,7 @@ class Gateway:
                 sessions=SessionStore(idle_timeout=self.session_idle_timeout),
                 sealer=StateSealer(self.state_key, ttl=self.park_ttl),
                 max_parked=self.max_parked,
+                auth=self._route_auth(spec, fetcher),
             )
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
@@ -199,10 +211,40 @@ class Gateway:
             app.router.add_route("POST", spec.path, endpoint.post)
             app.router.add_route("GET", spec.path, endpoint.get)
             app.router.add_route("DELETE", spec.path, endpoint.delete)
+        WellKnown([e.route.auth for e in self.endpoints if e.route.auth is not None]).register(app)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         return app
+
+    def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
+        """The route's OAuth side: transparent for an HTTP upstream, or the gateway
+        checking tokens itself (auth=gateway); none for a plain stdio route."""
+        if spec.auth == "gateway":
+            assert spec.public_url is not None and spec.auth_issuer is not None
+            policy = TokenPolicy(
+                issuer=spec.auth_issuer,
+                audience=spec.public_url,
+                scopes=tuple(spec.auth_scopes),
+                jwks_uri=spec.auth_jwks_uri,
+                introspection_url=spec.auth_introspection_url,
+                introspection_auth=spec.introspection_auth(),
+            )
+            return RouteAuth(
+                spec.path,
+                mode="gateway",
+                public_url=spec.public_url,
+                trust_forwarded=self.trust_forwarded,
+                validator=TokenValidator(policy, fetcher),
+            )
+        if spec.command is not None:
+            return None
+        return RouteAuth(
+            spec.path,
+            public_url=spec.public_url,
+            trust_forwarded=self.trust_forwarded,
+            upstream=UpstreamAuth(spec.upstream, fetcher),
+        )
 
     @web.middleware
     async def _context_middleware(

@@ -19,6 +19,7 @@ import orjson
 import structlog
 from aiohttp import web
 
+from gateway.auth.front import Admission
 from gateway.core import (
     Call,
     ClientReply,
@@ -66,6 +67,7 @@ class Inbound:
     profile: ServerProfile | None
     upstream_failure: Failure | None
     session: Session | None
+    request: web.Request | None = None
 
 
 class Responder:
@@ -132,6 +134,12 @@ class Endpoint:
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
         return await self.route.profile(principal, headers)
 
+    async def _admit(self, request: web.Request) -> Admission:
+        """The route's credential check (OAuth), before anything else is done."""
+        if self.route.auth is None:
+            return Admission()
+        return await self.route.auth.admit(request)
+
     def _forwarded(self, headers: dict[str, str]) -> dict[str, str]:
         return {name: headers[name] for name in self.route.forward_headers if name in headers}
 
@@ -158,6 +166,9 @@ class Endpoint:
         refused = self.route.guard.check(headers)
         if refused is not None:
             return self._refuse(self._reporter(preamble), refused)
+        admitted = await self._admit(request)
+        if admitted.failure is not None:
+            return self._refuse(self._reporter(preamble), admitted.failure)
         if request.content_length is not None and request.content_length > self.route.max_body:
             return self._refuse(self._reporter(preamble), too_large(self.route.max_body))
         try:
@@ -201,10 +212,15 @@ class Endpoint:
         ) and not is_initialize(preamble.body):
             adapter = self.adapters.by_version.get(session.view.protocol_version, adapter)
 
-        principal = session.principal if session is not None else principal_of(headers)
+        principal = admitted.principal or principal_of(headers)
+        if session is not None:
+            if admitted.principal is not None and session.principal != admitted.principal:
+                failure = Failure(FailureKind.FORBIDDEN, "the session belongs to someone else")
+                return self._refuse(adapter, failure, first_id(preamble.body))
+            principal = session.principal
         forwarded = self._forwarded(headers)
         items = adapter.decode(preamble)
-        ctx = Inbound(adapter, principal, forwarded, None, None, session)
+        ctx = Inbound(adapter, principal, forwarded, None, None, session, request)
         try:
             ctx.profile = await self.profile(principal, forwarded)
         except Failure as failure:
@@ -305,6 +321,12 @@ class Endpoint:
         else:
             exchange = self._exchange(ctx, profile, call, responder)
             outcome = await self._handle(call, exchange, ctx.session)
+        auth = self.route.auth
+        if isinstance(outcome, Failure) and auth is not None and ctx.request is not None:
+            # An upstream 401/403 reaches the client as such, its challenge kept.
+            outcome = auth.passed_on(outcome, ctx.request)
+            if responder is not None:
+                responder.headers.update(outcome.headers)
         message = adapter.encode(call, profile, outcome)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
         if message is not None and "result" in message:
@@ -391,6 +413,9 @@ class Endpoint:
         reporter = self.adapters.default_legacy
         if refused is not None:
             return self._refuse(reporter, refused)
+        admitted = await self._admit(request)
+        if admitted.failure is not None:
+            return self._refuse(reporter, admitted.failure)
         if EVENT_STREAM not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             return self._refuse(
                 reporter,
@@ -403,7 +428,7 @@ class Endpoint:
             if adapter is not None and not adapter.has_handshake:
                 return web.Response(status=405, headers={"Allow": "POST"})
         if session_id is None:
-            return await self._legacy_sse_stream(request, headers)
+            return await self._legacy_sse_stream(request, headers, admitted.principal)
         session = self.route.sessions.get(session_id)
         if session is None:
             return self._refuse(
@@ -419,13 +444,15 @@ class Endpoint:
         return stream
 
     async def _legacy_sse_stream(
-        self, request: web.Request, headers: dict[str, str]
+        self, request: web.Request, headers: dict[str, str], principal: str | None = None
     ) -> web.StreamResponse:
         """The HTTP+SSE transport: the stream, its `endpoint` event, then every message."""
         sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
         if not sse_capable:
             return web.Response(status=405, headers={"Allow": "POST"})
-        session = self.route.sessions.create(sse_capable[-1].version, principal_of(headers))
+        session = self.route.sessions.create(
+            sse_capable[-1].version, principal or principal_of(headers)
+        )
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
@@ -464,6 +491,9 @@ class Endpoint:
         refused = self.route.guard.check(headers)
         if refused is not None:
             return self._refuse(self.adapters.default_legacy, refused)
+        admitted = await self._admit(request)
+        if admitted.failure is not None:
+            return self._refuse(self.adapters.default_legacy, admitted.failure)
         version = headers.get("mcp-protocol-version")
         modern = self.adapters.by_version.get(version) if version is not None else None
         if modern is not None and not modern.has_handshake:

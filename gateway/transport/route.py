@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gateway.auth.front import RouteAuth
 from gateway.bridge.forwarder import Forwarder, park_ttl
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
@@ -32,6 +33,8 @@ class Route:
     observers: list[CallObserver] = field(default_factory=list)
     sealer: StateSealer | None = None
     max_parked: int = 1000
+    # The route's OAuth side (None: no credentials are checked or passed on specially).
+    auth: RouteAuth | None = None
 
     def __post_init__(self) -> None:
         self._profile: ServerProfile | None = None
