@@ -116,7 +116,8 @@ def oauth_world(tmp_path: Path, public_path: str = "/mcp") -> Iterator[World]:
 
 def run_python_client(version: str, url: str, timeout: float = 90.0) -> dict[str, Any]:
     """The SDK's OAuth client against ``url``; its JSON report."""
-    argv = [interpreter(version), str(HERE / "oauth_client.py"), "--url", url]
+    script = "oauth_client_v2.py" if version.startswith("2.") else "oauth_client.py"
+    argv = [interpreter(version), str(HERE / script), "--url", url]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=REPO, check=False)
     except subprocess.TimeoutExpired as exc:
