@@ -130,3 +130,46 @@ def run_python_client(version: str, url: str, timeout: float = 90.0) -> dict[str
         raise AssertionError(f"client {version} printed no JSON:\n{stderr[-4000:]}") from None
     report["_stderr"] = stderr
     return report
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def http(
+    url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    """One request (POST when there is a body); status, headers, JSON body or text."""
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=dict(headers or {}))
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+        request.add_header("Accept", "application/json, text/event-stream")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, got, raw = response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        status, got, raw = error.code, dict(error.headers), error.read()
+    try:
+        return status, got, json.loads(raw)
+    except ValueError:
+        return status, got, raw.decode(errors="replace")
+
+
+def mint(world: World, **claims: Any) -> str:
+    """A token from the test authorization server (``untrusted_key=True``: signed with
+    a key nobody trusts)."""
+    untrusted = bool(claims.pop("untrusted_key", False))
+    _, _, body = http(world.issuer + "/test/mint", {"claims": claims, "untrusted_key": untrusted})
+    return str(body["token"])
