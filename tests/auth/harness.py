@@ -114,10 +114,29 @@ def oauth_world(tmp_path: Path, public_path: str = "/mcp") -> Iterator[World]:
         yield World(issuer, upstream, gw_port, seen, service_token)
 
 
-def run_python_client(version: str, url: str, timeout: float = 90.0) -> dict[str, Any]:
-    """The SDK's OAuth client against ``url``; its JSON report."""
-    script = "oauth_client_v2.py" if version.startswith("2.") else "oauth_client.py"
-    argv = [interpreter(version), str(HERE / script), "--url", url]
+NODE_DIR = REPO / "tests" / "interop" / "peers" / "node"
+
+
+def node_client_argv(url: str) -> list[str]:
+    """The TypeScript SDK's OAuth client (it resolves the SDK from the node peers)."""
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH")
+    if not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
+        pytest.fail(f"{NODE_DIR}/node_modules is missing: run tests/interop/peers/install")
+    return [node, str(NODE_DIR / "oauth_client_sdk1.mjs"), "--url", url]
+
+
+def run_client(version: str, url: str, timeout: float = 90.0) -> dict[str, Any]:
+    """The SDK's OAuth client against ``url`` (``version`` "ts": the TypeScript SDK's);
+    its JSON report."""
+    if version == "ts":
+        argv = node_client_argv(url)
+    else:
+        script = "oauth_client_v2.py" if version.startswith("2.") else "oauth_client.py"
+        argv = [interpreter(version), str(HERE / script), "--url", url]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=REPO, check=False)
     except subprocess.TimeoutExpired as exc:

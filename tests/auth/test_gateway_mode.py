@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.auth import challenge
-from tests.auth.harness import INITIALIZE, World, http, mint, oauth_world, run_python_client
+from tests.auth.harness import INITIALIZE, World, http, mint, oauth_world, run_client
 from tests.e2e.gateway_proc import RunningGateway, gateway
 
 pytestmark = pytest.mark.interop
@@ -50,7 +50,7 @@ headers_from_file = {{ Authorization = "{secret}" }}
 
 def test_client_signs_in_with_the_gateway_and_its_token_stays_there(tmp_path: Path) -> None:
     with guarded(tmp_path) as (world, gw):
-        report = run_python_client("1.22.0", gw.url("/mcp"))
+        report = run_client("1.22.0", gw.url("/mcp"))
         assert report.get("error") is None, report
         assert report["echo"] == "echo: through"
         assert report["whoami"] == "gateway"  # the upstream saw the route's own credential

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.auth import challenge
-from tests.auth.harness import INITIALIZE, http, mint, oauth_world, run_python_client
+from tests.auth.harness import INITIALIZE, http, mint, oauth_world, run_client
 from tests.e2e.gateway_proc import gateway
 
 pytestmark = pytest.mark.interop
@@ -21,11 +21,10 @@ pytestmark = pytest.mark.interop
         ("1.9.4", "2025-03-26"),
         ("1.30.0", "2025-11-25"),
         ("2.3.0", "2026-07-28"),
+        ("ts", "2025-11-25"),  # @modelcontextprotocol/sdk 1.x, its latest revision
     ],
 )
-def test_python_client_signs_in_through_the_gateway(
-    tmp_path: Path, sdk: str, revision: str
-) -> None:
+def test_sdk_client_signs_in_through_the_gateway(tmp_path: Path, sdk: str, revision: str) -> None:
     """The client starts unauthenticated, meets the upstream's 401 (passed on, its
     challenge pointing at the gateway), discovers the authorization server (through
     the gateway's protected-resource document, or, for a 2025-03-26 client, through
@@ -35,7 +34,7 @@ def test_python_client_signs_in_through_the_gateway(
         oauth_world(tmp_path) as world,
         gateway(f"/mcp={world.upstream}", tmp_path=tmp_path, port=world.gateway_port) as gw,
     ):
-        report = run_python_client(sdk, gw.url("/mcp"))
+        report = run_client(sdk, gw.url("/mcp"))
         assert report.get("error") is None, report
         assert report["protocolVersion"] == revision
         assert report["echo"] == "echo: through"
