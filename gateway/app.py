@@ -18,7 +18,12 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
+from gateway.auth.front import RouteAuth
+from gateway.auth.tokens import TokenPolicy, TokenValidator
+from gateway.auth.wellknown import WellKnown
 from gateway.bridge.backend import Backend
+from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.demo import start_demo
 from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
@@ -83,8 +88,10 @@ class Gateway:
         park_ttl: float = 600.0,
         max_parked: int = 1000,
         state_key: bytes | None = None,
+        trust_forwarded: bool = False,
     ) -> None:
         self.specs = routes
+        self.trust_forwarded = trust_forwarded
         self.park_ttl = park_ttl
         self.max_parked = max_parked
         # One key for every route: a configured key lets replicas open each other's
@@ -119,6 +126,7 @@ class Gateway:
             park_ttl=settings.park_ttl,
             max_parked=settings.max_parked,
             state_key=state_key_from_env(),
+            trust_forwarded=settings.trust_forwarded,
         )
 
     def in_flight(self) -> int:
@@ -156,8 +164,11 @@ class Gateway:
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
+        # Discovery documents are fetched without any credentials (the shared session).
+        fetcher = DocumentFetcher(self._http)
         for spec in self.specs:
             route = self._route(spec, loopback)
+            route.auth = self._route_auth(spec, fetcher)
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
@@ -165,6 +176,7 @@ class Gateway:
             app.router.add_route("POST", spec.path, endpoint.post)
             app.router.add_route("GET", spec.path, endpoint.get)
             app.router.add_route("DELETE", spec.path, endpoint.delete)
+        WellKnown([e.route.auth for e in self.endpoints if e.route.auth is not None]).register(app)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -184,7 +196,11 @@ class Gateway:
         # A header the gateway sets for the upstream is never overridden by the client's.
         forward = tuple(
             dict.fromkeys(
-                name for name in (*_DEFAULT_FORWARD, *spec.forward_headers) if name not in static
+                name
+                for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
+                if name not in static
+                # auth=gateway: the client's token is the gateway's, never the upstream's.
+                and not (spec.auth == "gateway" and name == "authorization")
             )
         )
         backend = Backend(
@@ -207,6 +223,36 @@ class Gateway:
             forward_headers=forward,
             max_body=self.max_body_bytes,
             sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+            principals=Principals(self.state_key, tenant_headers(forward)),
+        )
+
+    def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
+        """The route's OAuth side: transparent for an HTTP upstream, or the gateway
+        checking tokens itself (auth=gateway); none for a plain stdio route."""
+        if spec.auth == "gateway":
+            assert spec.public_url is not None and spec.auth_issuer is not None
+            policy = TokenPolicy(
+                issuer=spec.auth_issuer,
+                audience=spec.public_url,
+                scopes=tuple(spec.auth_scopes),
+                jwks_uri=spec.auth_jwks_uri,
+                introspection_url=spec.auth_introspection_url,
+                introspection_auth=spec.introspection_auth(),
+            )
+            return RouteAuth(
+                spec.path,
+                mode="gateway",
+                public_url=spec.public_url,
+                trust_forwarded=self.trust_forwarded,
+                validator=TokenValidator(policy, fetcher),
+            )
+        if spec.command is not None:
+            return None
+        return RouteAuth(
+            spec.path,
+            public_url=spec.public_url,
+            trust_forwarded=self.trust_forwarded,
+            upstream=UpstreamAuth(spec.upstream, fetcher),
         )
 
     @web.middleware

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shlex
 import sys
 from dataclasses import replace
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 from gateway import __version__
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
+from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
 from gateway.observability import configure_logging
@@ -85,7 +87,9 @@ RouteOption = Annotated[
         help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
         "version=REV (pin the upstream's revision), transport=auto|http|sse, "
         "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
-        "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2.  "
+        "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
+        "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
+        "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR.  "
         "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
         "fronts its bundled demo server at /mcp.",
     ),
@@ -124,6 +128,14 @@ DrainTimeoutOption = Annotated[
     ),
 ]
 
+TrustForwardedOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--trust-forwarded",
+        help="Take the public URL (scheme, host, path prefix) from X-Forwarded-* or "
+        "Forwarded headers: only behind a proxy that sets them.  [default: off]",
+    ),
+]
 CheckConfigOption = Annotated[
     bool,
     typer.Option(
@@ -142,6 +154,7 @@ def serve(
     log_level: LogLevelOption = None,
     log_format: LogFormatOption = None,
     drain_timeout: DrainTimeoutOption = None,
+    trust_forwarded: TrustForwardedOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
@@ -159,12 +172,14 @@ def serve(
         "log_level": _choice("--log-level", log_level, LOG_LEVELS),
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
+        "trust_forwarded": trust_forwarded or None,
     }
     try:
         settings = load_settings(flags)
         gateway = Gateway.from_settings(settings)
         for spec in settings.routes:
             spec.upstream_headers()  # secrets must be there now, not at the first call
+            spec.introspection_auth()
             _check_version(spec.version, f"route {spec.path}", gateway.adapters)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
@@ -311,13 +326,16 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
     async with aiohttp.ClientSession() as http:
         link = UpstreamLink(spec.upstream_settings(), adapters, http)
         # The same parking TTL and state key settings as `gateway serve` (environment).
-        sealer = StateSealer(state_key_from_env(), ttl=Settings().park_ttl)
+        key = state_key_from_env() or secrets.token_bytes(32)
+        sealer = StateSealer(key, ttl=Settings().park_ttl)
+        forward = tuple(headers) or ("authorization",)
         route = Route(
             path=spec.path,
             backend=Backend(link, adapters, sealer=sealer),
             adapters=adapters,
             guard=OriginGuard(loopback_only=True),
-            forward_headers=tuple(headers) or ("authorization",),
+            forward_headers=forward,
+            principals=Principals(key, tenant_headers(forward)),
         )
         try:
             await run_stdio(route, headers=headers)

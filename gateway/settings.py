@@ -58,8 +58,15 @@ ROUTE_OPTIONS = {
     "allowed_origins",
     "forward_headers",
     "per_principal",
+    "public_url",
+    "auth",
+    "auth_issuer",
+    "auth_jwks_uri",
+    "auth_scopes",
+    "auth_introspection_url",
+    "auth_introspection_auth_env",
 }
-LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers"}
+LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers", "auth_scopes"}
 
 
 STDIO_PREFIX = "stdio:"
@@ -98,6 +105,34 @@ class RouteSpec(BaseModel):
     headers_from_env: dict[str, str] = Field(default_factory=dict)
     # Headers sent upstream on every request of this route: header -> file holding the value.
     headers_from_file: dict[str, str] = Field(default_factory=dict)
+    # The route's URL as clients reach it (the OAuth resource identifier); else derived
+    # from each request.
+    public_url: str | None = None
+    # OAuth: "transparent" passes the upstream's protection through to the client;
+    # "gateway" checks bearer tokens here and calls the upstream with the route's own
+    # credentials (headers_from_env / headers_from_file), never the client's token.
+    auth: Literal["transparent", "gateway"] = "transparent"
+    auth_issuer: str | None = None
+    auth_jwks_uri: str | None = None  # default: the issuer's metadata's jwks_uri
+    auth_scopes: list[str] = Field(default_factory=list)
+    auth_introspection_url: str | None = None  # RFC 7662, for opaque tokens
+    # The environment variable holding the Authorization header for introspection.
+    auth_introspection_auth_env: str | None = None
+
+    @field_validator("public_url", "auth_issuer", "auth_jwks_uri", "auth_introspection_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _gateway_auth(self) -> RouteSpec:
+        if self.auth == "gateway" and (not self.public_url or not self.auth_issuer):
+            raise ValueError(
+                "auth=gateway needs public_url (the audience tokens must name) and auth_issuer"
+            )
+        return self
 
     @field_validator("path")
     @classmethod
@@ -191,6 +226,19 @@ class RouteSpec(BaseModel):
                 ) from exc
         return headers
 
+    def introspection_auth(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The Authorization header for the introspection endpoint, read now."""
+        variable = self.auth_introspection_auth_env
+        if variable is None:
+            return None
+        value = (os.environ if environ is None else environ).get(variable)
+        if value is None:
+            raise SettingsError(
+                f"route {self.path}: auth_introspection_auth_env: "
+                f"environment variable {variable} is not set"
+            )
+        return value
+
 
 def _routes(value: Any) -> Any:
     """Routes as the file, the environment or the flags give them."""
@@ -242,6 +290,8 @@ class Settings(BaseSettings):
     drain_timeout: float = Field(30.0, ge=0)
     park_ttl: float = Field(600.0, gt=0)
     max_parked: int = Field(1000, gt=0)
+    # Whether X-Forwarded-* / Forwarded headers (from a proxy in front) say the public URL.
+    trust_forwarded: bool = False
 
     @field_validator("routes", mode="before")
     @classmethod

@@ -16,6 +16,18 @@ from collections.abc import Iterable, Mapping
 ANONYMOUS = "anonymous"
 # Headers that say who the caller is, besides the tenant headers a route adds.
 CREDENTIAL_HEADERS = ("authorization",)
+# Forwarded headers that vary per request and say nothing of who is asking.
+PER_REQUEST_HEADERS = frozenset({"traceparent", "tracestate", "baggage"})
+
+
+def tenant_headers(forwarded: Iterable[str]) -> tuple[str, ...]:
+    """Of the headers a route forwards upstream, those that select a tenant: the
+    upstream may answer differently for each value, so each value is a principal."""
+    return tuple(
+        h.lower()
+        for h in forwarded
+        if h.lower() not in PER_REQUEST_HEADERS and h.lower() not in CREDENTIAL_HEADERS
+    )
 
 
 class Principals:

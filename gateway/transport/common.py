@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.core import (
@@ -28,14 +27,6 @@ from gateway.transport.sessions import Session
 
 # Called once per finished call, for logs and metrics.
 CallObserver = Callable[[dict[str, Any]], None]
-
-
-def principal_of(headers: Mapping[str, str]) -> str:
-    """A digest of the caller's credentials: binds state without keeping secrets."""
-    credentials = headers.get("authorization")
-    if not credentials:
-        return "anonymous"
-    return hashlib.sha256(credentials.encode()).hexdigest()[:32]
 
 
 def wanted(event: Event, call: Call, session: SessionView | None) -> bool:

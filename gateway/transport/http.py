@@ -9,15 +9,17 @@ happens to a message between reading and writing is the inbound pipeline's
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import structlog
 from aiohttp import web
 
+from gateway.auth.front import Admission
 from gateway.core import Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter
-from gateway.transport.common import first_id, is_initialize, principal_of, too_large
+from gateway.transport.common import first_id, is_initialize, too_large
 from gateway.transport.inbound import Arrival, Pipeline, Refusal
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session
@@ -90,15 +92,22 @@ class Endpoint:
         headers = {k.lower(): v for k, v in request.headers.items()}
         legacy_sse_id = request.query.get(SESSION_QUERY)
         session_id = legacy_sse_id or headers.get("mcp-session-id")
-        session = self.route.sessions.get(session_id)
         preamble = Preamble(
             body=None,
             headers=headers,
             http_method="POST",
             transport="sse" if legacy_sse_id is not None else "http",
-            session=session.view if session is not None else None,
             peer=request.remote or "",
         )
+        refused = self.route.guard.check(headers)
+        if refused is not None:
+            return self._refuse(self.pipeline.refusal(preamble, refused))
+        admitted = await self._admit(request, headers)
+        if admitted.failure is not None:
+            return self._refuse(self.pipeline.refusal(preamble, admitted.failure))
+        principal = admitted.principal or self.route.principals.of(headers)
+        session = self.route.sessions.get(session_id, principal)
+        preamble.session = session.view if session is not None else None
         try:
             refusal = await self._read(request, preamble)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -113,9 +122,9 @@ class Endpoint:
         )
         if isinstance(selected, Refusal):
             return self._refuse(selected)
-        arrival = self.pipeline.accept(
-            preamble, selected, session, session.running if session is not None else None
-        )
+        running = session.running if session is not None else None
+        arrival = self.pipeline.accept(preamble, selected, session, running, principal)
+        arrival.vet_failure = self._vet_failure(request)
         response_headers: dict[str, str] = {}
         if await self.pipeline.handshake(arrival) and preamble.transport == "http":
             assert arrival.session is not None
@@ -127,6 +136,34 @@ class Endpoint:
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
+
+    async def _admit(self, request: web.Request, headers: dict[str, str]) -> Admission:
+        """The route's credential check (OAuth), before anything else is done."""
+        if self.route.auth is None:
+            return Admission()
+        return await self.route.auth.admit(request)
+
+    def _vet_failure(self, request: web.Request) -> Callable[[Failure], Failure] | None:
+        """An upstream 401/403 reaches the client as such, its challenge kept."""
+        auth = self.route.auth
+        if auth is None:
+            return None
+        return lambda failure: auth.passed_on(failure, request)
+
+    async def _session_of(
+        self, request: web.Request, headers: dict[str, str]
+    ) -> tuple[Session | None, str] | web.Response:
+        """The caller's principal, and its session named in the request (None: none
+        named, or not one of the caller's); or the response refusing the caller."""
+        reporter = self.adapters.default_legacy
+        refused = self.route.guard.check(headers)
+        if refused is not None:
+            return self._failure(reporter, refused)
+        admitted = await self._admit(request, headers)
+        if admitted.failure is not None:
+            return self._failure(reporter, admitted.failure)
+        principal = admitted.principal or self.route.principals.of(headers)
+        return self.route.sessions.get(headers.get("mcp-session-id"), principal), principal
 
     async def _read(self, request: web.Request, preamble: Preamble) -> Refusal | None:
         """The body into ``preamble``, within the route's guard and size limit."""
@@ -158,6 +195,7 @@ class Endpoint:
         if failures:
             return self._refuse(Refusal(adapter, failures[0].failure, failures[0].id), headers)
         reply = await self.pipeline.run(arrival, requests[0], responder.send)
+        responder.headers.update(reply.headers)
         return await responder.finish(reply.message, reply.status)
 
     async def _answer_on_stream(self, arrival: Arrival) -> web.StreamResponse:
@@ -180,24 +218,23 @@ class Endpoint:
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        refused = self.route.guard.check(headers)
         reporter = self.adapters.default_legacy
-        if refused is not None:
-            return self._failure(reporter, refused)
+        found = await self._session_of(request, headers)
+        if isinstance(found, web.Response):
+            return found
+        session, principal = found
         if EVENT_STREAM not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             return self._failure(
                 reporter,
                 Failure(FailureKind.NOT_ACCEPTABLE, "Accept must include text/event-stream"),
             )
-        session_id = headers.get("mcp-session-id")
         version = headers.get("mcp-protocol-version")
         if version is not None:
             adapter = self.adapters.by_version.get(version)
             if adapter is not None and not adapter.has_handshake:
                 return web.Response(status=405, headers={"Allow": "POST"})
-        if session_id is None:
-            return await self._legacy_sse_stream(request, headers)
-        session = self.route.sessions.get(session_id)
+        if headers.get("mcp-session-id") is None:
+            return await self._legacy_sse_stream(request, principal)
         if session is None:
             return self._failure(
                 reporter, Failure(FailureKind.SESSION_NOT_FOUND, "Session not found")
@@ -211,14 +248,12 @@ class Endpoint:
         await self._pump(session, stream)
         return stream
 
-    async def _legacy_sse_stream(
-        self, request: web.Request, headers: dict[str, str]
-    ) -> web.StreamResponse:
+    async def _legacy_sse_stream(self, request: web.Request, principal: str) -> web.StreamResponse:
         """The HTTP+SSE transport: the stream, its `endpoint` event, then every message."""
         sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
         if not sse_capable:
             return web.Response(status=405, headers={"Allow": "POST"})
-        session = self.pipeline.open_session(sse_capable[-1].version, principal_of(headers))
+        session = self.pipeline.open_session(sse_capable[-1].version, principal)
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
@@ -249,18 +284,18 @@ class Endpoint:
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        refused = self.route.guard.check(headers)
-        if refused is not None:
-            return self._failure(self.adapters.default_legacy, refused)
+        found = await self._session_of(request, headers)
+        if isinstance(found, web.Response):
+            return found
+        session, _ = found
         version = headers.get("mcp-protocol-version")
         modern = self.adapters.by_version.get(version) if version is not None else None
         if modern is not None and not modern.has_handshake:
             # The stateless revision has no sessions to end (as GET answers too).
             return web.Response(status=405, headers={"Allow": "POST"})
-        session_id = headers.get("mcp-session-id")
-        if session_id is None:
+        if headers.get("mcp-session-id") is None:
             return web.Response(status=405 if not self.adapters.handshake else 400)
-        if not self.pipeline.end_session(session_id):
+        if session is None or not self.pipeline.end_session(session.id):
             return self._failure(
                 self.adapters.default_legacy,
                 Failure(FailureKind.SESSION_NOT_FOUND, "Session not found"),

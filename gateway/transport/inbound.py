@@ -45,7 +45,6 @@ from gateway.transport.common import (
     is_initialize,
     listen_id,
     observe,
-    principal_of,
     push_asker,
     reporter,
     wanted,
@@ -77,10 +76,12 @@ class Refusal:
 
 @dataclass(slots=True)
 class Reply:
-    """One call's encoded answer (None: nothing to send) and its HTTP status."""
+    """One call's encoded answer (None: nothing to send), its HTTP status and the
+    headers a failure carries (an upstream's `WWW-Authenticate`, say)."""
 
     message: dict[str, Any] | None
     status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,6 +95,9 @@ class Arrival:
     forwarded: dict[str, str]
     session: Session | None
     running: Running | None
+    # The transport's last word on a failure (e.g. an upstream 401 pointed at the
+    # gateway's own metadata), before it is encoded.
+    vet_failure: Callable[[Failure], Failure] | None = None
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
 
     @property
@@ -180,10 +184,12 @@ class Pipeline:
         adapter: Adapter,
         session: Session | None,
         running: Running | None,
+        principal: str,
     ) -> Arrival:
-        """Decode the message in the client's revision."""
+        """Decode the message in the client's revision.  ``principal`` is who the
+        transport found the caller to be, on this very request (a session never
+        stands in for credentials: the transport found it under this principal)."""
         headers = preamble.headers
-        principal = session.principal if session is not None else principal_of(headers)
         forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
         items = adapter.decode(preamble)
         return Arrival(preamble, adapter, items, principal, forwarded, session, running)
@@ -348,6 +354,8 @@ class Pipeline:
         else:
             exchange = self._exchange(arrival, profile, call, send)
             outcome = await self._handle(arrival, call, exchange)
+        if isinstance(outcome, Failure) and arrival.vet_failure is not None:
+            outcome = arrival.vet_failure(outcome)
         observe(
             self.route.observers,
             self.route.path,
@@ -358,10 +366,15 @@ class Pipeline:
             started,
         )
         message = adapter.encode(call, profile, outcome)
+        failed = isinstance(outcome, Failure)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
         if message is not None and "result" in message:
-            status = 200
-        return Reply(message, status)
+            status, failed = 200, False
+        return Reply(
+            message,
+            status,
+            dict(outcome.headers) if isinstance(outcome, Failure) and failed else {},
+        )
 
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None

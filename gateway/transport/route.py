@@ -3,10 +3,13 @@ its policies."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
+from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
 from gateway.bridge.forwarder import Forwarder
+from gateway.bridge.principal import Principals
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
@@ -27,6 +30,10 @@ class Route:
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
+    # The route's OAuth side (None: no credentials are checked or passed on specially).
+    auth: RouteAuth | None = None
+    # Who a caller is: a keyed digest of its credentials and tenant headers.
+    principals: Principals = field(default_factory=lambda: Principals(secrets.token_bytes(32)))
 
     @property
     def forwarder(self) -> Forwarder:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import secrets
 import time
 from collections.abc import Callable
@@ -108,11 +109,15 @@ class SessionStore:
         self._sessions[session_id] = session
         return session
 
-    def get(self, session_id: str | None) -> Session | None:
+    def get(self, session_id: str | None, principal: str) -> Session | None:
+        """The session with this id, if ``principal`` is the one that created it.
+
+        A session id is never a credential: presented by anyone else it is
+        answered exactly as an unknown session, with no hint that it exists."""
         if session_id is None:
             return None
         session = self._sessions.get(session_id)
-        if session is None:
+        if session is None or not hmac.compare_digest(session.principal, principal):
             return None
         now = time.monotonic()
         if now - session.last_seen > self.idle_timeout:

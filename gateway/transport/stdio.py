@@ -129,7 +129,9 @@ class StdioServer:
             if not rpc.is_notification(preamble.body):
                 await self.send(selected.message())
             return
-        arrival = self.pipeline.accept(preamble, selected, session, self.running)
+        arrival = self.pipeline.accept(
+            preamble, selected, session, self.running, self.route.principals.of(self.headers)
+        )
         # Answered before reading on: what follows belongs to the new session.
         if await self.pipeline.handshake(arrival):
             self.session = arrival.session

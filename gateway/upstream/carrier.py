@@ -26,6 +26,7 @@ class CarrierError(Exception):
     ``status`` is the HTTP status when there was one; ``body`` is what the
     upstream said (possibly empty, cut short), for diagnostics.  A 4xx whose
     body is a JSON-RPC error is no CarrierError: see ``Carrier.request``.
+    ``challenge`` is the ``WWW-Authenticate`` of a 401/403, passed on to the client.
     """
 
     def __init__(
@@ -35,11 +36,18 @@ class CarrierError(Exception):
         status: int | None = None,
         body: bytes = b"",
         timeout: bool = False,
+        challenge: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
         self.timeout = timeout
+        self.challenge = challenge
+
+    @property
+    def refused_credentials(self) -> bool:
+        """401/403: the upstream needs (other) credentials; it says nothing of its era."""
+        return self.status in REFUSED
 
 
 @dataclass
@@ -111,8 +119,16 @@ class Carrier(ABC):
         """Release everything (open streams, the child process)."""
 
 
+# An upstream that refuses the caller's credentials: the client must hear a 401/403.
+REFUSED = {401: FailureKind.UNAUTHORIZED, 403: FailureKind.FORBIDDEN}
+
+
 def carrier_failure(exc: CarrierError) -> Failure:
     """What a carrier's error means to the caller of an upstream call."""
+    refused = REFUSED.get(exc.status or 0)
+    if refused is not None:
+        headers = {"WWW-Authenticate": exc.challenge} if exc.challenge else {}
+        return Failure(refused, f"the upstream answered HTTP {exc.status}", headers=headers)
     if exc.timeout:
         return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
     if exc.status is None:

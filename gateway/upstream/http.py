@@ -324,6 +324,14 @@ class StreamableHttpCarrier(Carrier):
 
     async def _exchange(self, resp: aiohttp.ClientResponse, request_id: Any) -> Exchange:
         status = resp.status
+        if status in (401, 403):
+            # Credentials refused: the client must hear it as such, whatever the body.
+            raise CarrierError(
+                f"upstream answered HTTP {status}",
+                status=status,
+                body=await _error_body(resp),
+                challenge=resp.headers.get("WWW-Authenticate"),
+            )
         if not 200 <= status < 300:
             body = await _error_body(resp)
             error = _jsonrpc_error(body)

@@ -79,9 +79,12 @@ class EraProbe:
 
     async def _discover(self, adapter: Adapter, headers: Mapping[str, str]) -> Verdict:
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
-        response, _ = await roundtrip(
-            self._carrier, message, {**headers, **adapter.client_headers(None, None, message)}
-        )
+        try:
+            response, _ = await roundtrip(
+                self._carrier, message, {**headers, **adapter.client_headers(None, None, message)}
+            )
+        except CarrierError as exc:
+            raise carrier_failure(exc) from exc
         if "result" not in response:
             failure = adapter.client_read_failure(response.get("error"))
             raise Failure(
@@ -108,7 +111,8 @@ class EraProbe:
                 return None  # no answer in time: legacy, as the stdio fallback rule says
             raise carrier_failure(CarrierError("the probe timed out", timeout=True)) from None
         except CarrierError as exc:
-            if exc.status is None:
+            if exc.status is None or exc.refused_credentials:
+                # 401/403: the upstream needs credentials, not another transport.
                 raise carrier_failure(exc) from exc
             return None  # a 4xx without a modern error body: a legacy server
         if "result" in response and isinstance(response["result"], dict):
@@ -139,7 +143,12 @@ class EraProbe:
             try:
                 return await handshake("http", pinned)
             except CarrierError as exc:
-                if transport == "http" or exc.status is None or exc.status >= 500:
+                if (
+                    transport == "http"
+                    or exc.status is None
+                    or exc.status >= 500
+                    or exc.refused_credentials
+                ):
                     raise carrier_failure(exc) from exc
                 # The spec's fallback: POST refused, try the old GET stream.
         if await self._sse_check(headers) is None:

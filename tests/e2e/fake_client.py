@@ -233,16 +233,23 @@ async def post(
 
 
 async def open_session(
-    http: aiohttp.ClientSession, url: str, version: str = NEWEST_HANDSHAKE
+    http: aiohttp.ClientSession,
+    url: str,
+    version: str = NEWEST_HANDSHAKE,
+    headers: dict[str, str] | None = None,
 ) -> str:
-    """initialize + notifications/initialized; the gateway-minted session id."""
-    reply = await post(http, url, initialize(0, version))
+    """initialize + notifications/initialized; the gateway-minted session id.
+    ``headers`` (credentials, tenant) go with both: a session is its creator's."""
+    reply = await post(http, url, initialize(0, version), {**base_headers(), **(headers or {})})
     assert reply.status == 200, reply.text
     assert reply.result["protocolVersion"] == version, reply.message
     session_id = reply.session_id
     assert session_id, dict(reply.headers)
     done = await post(
-        http, url, notification("notifications/initialized"), session_headers(session_id, version)
+        http,
+        url,
+        notification("notifications/initialized"),
+        {**(headers or {}), **session_headers(session_id, version)},
     )
     assert done.status == 202, done.text
     return session_id

@@ -104,13 +104,14 @@ def gateway(
     timeout: float = 20.0,
     expected_errors: tuple[str, ...] = (),
     check: bool = True,
+    port: int | None = None,
 ) -> Iterator[RunningGateway]:
     """``gateway serve`` in its own process.  When the test body succeeds, teardown
     SIGTERMs it and fails the test unless it exits 0 within ``STOP_TIMEOUT`` and its
     log holds no traceback or error line (``expected_errors``: regexes of lines the
     test expects; ``check=False`` only for a test that stops the process itself and
     checks the exit on its own)."""
-    port = free_port()
+    port = port or free_port()
     log_path = tmp_path / f"gateway-{port}.log"
     argv = [sys.executable, "-m", "gateway", "serve", "--listen", f"127.0.0.1:{port}"]
     for route in routes:

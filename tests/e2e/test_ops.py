@@ -296,13 +296,9 @@ headers_from_env = {{ Authorization = "OPS_TEST_UPSTREAM_TOKEN" }}
 """
         )
         async with running(tmp_path=tmp_path, extra=("--config", str(config))) as gw:
-            session = await open_session(http, gw.url())
-            headers = {
-                **session_headers(session),
-                "Authorization": "Bearer client-token",
-                "X-Tenant": "acme",
-                "X-Not-Forwarded": "1",
-            }
+            tenant = {"Authorization": "Bearer client-token", "X-Tenant": "acme"}
+            session = await open_session(http, gw.url(), headers=tenant)
+            headers = {**session_headers(session), **tenant, "X-Not-Forwarded": "1"}
             body = {
                 "jsonrpc": "2.0",
                 "id": 3,
