@@ -58,6 +58,7 @@ ROUTE_OPTIONS = {
     "allowed_origins",
     "forward_headers",
     "per_principal",
+    "shared",
     "public_url",
     "auth",
     "auth_issuer",
@@ -89,8 +90,10 @@ class RouteSpec(BaseModel):
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    # stdio upstreams: one child per caller (a digest of its credentials) instead of
-    # one shared by every caller of the route.
+    # stdio upstreams: one child (one upstream session) for every caller of the route,
+    # instead of a child per client session (or per stateless pool), the default.
+    shared: bool = False
+    # Accepted for older configurations: a child per caller is now the default.
     per_principal: bool = False
     connect_timeout: float = Field(10.0, gt=0)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
@@ -172,7 +175,7 @@ class RouteSpec(BaseModel):
             command=command,
             env=dict(self.env) or None,
             cwd=self.cwd,
-            per_principal=self.per_principal,
+            shared=self.shared,
             route=self.path,
         )
 

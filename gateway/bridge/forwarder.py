@@ -42,6 +42,21 @@ from gateway.core import (
 )
 from gateway.protocol import Adapter, AdapterSet
 
+# What belongs to the client's session rather than to any one call.
+SESSION_OPERATIONS = frozenset(
+    {
+        Operation.INITIALIZE,
+        Operation.INITIALIZED,
+        Operation.SET_LOG_LEVEL,
+        Operation.PROGRESS,
+        Operation.ROOTS_LIST_CHANGED,
+    }
+)
+# How long to wait for another ask once one arrived, so that questions a server asks
+# together reach a stateless client as one round (seconds); and how many one round
+# may gather.
+DEFAULT_ASK_SETTLE = 0.05
+MAX_ASKS_PER_ROUND = 32
 # Rounds of input_required a pushed-ask client is walked through before giving up.
 MAX_ASK_ROUNDS = 8
 # How long a parked call (and its sealed requestState) lives, in seconds, unless the
@@ -57,6 +72,15 @@ class Upstream(Protocol):
     @property
     def stateless(self) -> bool: ...
 
+    async def open(self, exchange: Exchange) -> Failure | None:
+        """A client session begins: open its own upstream session."""
+
+    async def end(self, exchange: Exchange) -> None:
+        """A client session ended: end its upstream session."""
+
+    async def notify(self, call: Call, exchange: Exchange) -> None:
+        """A client notification for its own upstream session."""
+
 
 class Forwarder:
     """Executes calls for one route."""
@@ -70,8 +94,10 @@ class Forwarder:
         sealer: StateSealer | None = None,
         parking: ParkingTable | None = None,
         park_ttl: float = DEFAULT_PARK_TTL,
+        ask_settle: float = DEFAULT_ASK_SETTLE,
     ) -> None:
         self.upstream = upstream
+        self.ask_settle = ask_settle
         # The revisions the route speaks: the client's adapter answers what the
         # gateway answers itself (the handshake, discovery, tasks).
         self.adapters = adapters or AdapterSet.default()
@@ -96,16 +122,10 @@ class Forwarder:
         op = call.operation
         if op is Operation.PING:
             return Value({})  # answered here: a stateless upstream has no ping
-        if op is Operation.INITIALIZE:
-            return self._initialize(call, exchange.profile)
+        if op in SESSION_OPERATIONS:
+            return await self._session_operation(call, exchange)
         if op is Operation.DISCOVER:
             return self._discover(call, exchange.profile)
-        if op is Operation.SET_LOG_LEVEL:
-            if exchange.session is not None:
-                exchange.session.log_level = str(call.params.get("level"))
-            return Value({})
-        if op in (Operation.INITIALIZED, Operation.PROGRESS, Operation.ROOTS_LIST_CHANGED):
-            return Value({})  # consumed by the gateway's own session
         if op is Operation.CANCELLED:
             return Value({})  # cancellation reaches the upstream through the closed call
         subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
@@ -144,6 +164,34 @@ class Forwarder:
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
             return await self._run_parked(call, exchange, ParkedCall())
         return await self._forward(call, exchange)
+
+    # ------------------------------------------------- the client's session
+
+    def _mirrored(self, exchange: Exchange) -> bool:
+        """Whether the client's session has an upstream session of its own."""
+        return exchange.downstream is not None and not self.upstream.stateless
+
+    async def _session_operation(self, call: Call, exchange: Exchange) -> Outcome:
+        """The handshake, the log level and the session's notifications: the gateway
+        keeps the client's session; a session's own upstream session hears them too."""
+        op = call.operation
+        if op is Operation.INITIALIZE:
+            failure = await self.upstream.open(exchange) if self._mirrored(exchange) else None
+            return failure or self._initialize(call, exchange.profile)
+        if op is Operation.SET_LOG_LEVEL:
+            if exchange.session is not None:
+                exchange.session.log_level = str(call.params.get("level"))
+            if self._mirrored(exchange) and "logging" in exchange.profile.capabilities:
+                return await self.upstream.execute(call, exchange)
+            return Value({})
+        if op is Operation.ROOTS_LIST_CHANGED and self._mirrored(exchange):
+            await self.upstream.notify(call, exchange)
+        return Value({})  # initialized, progress: the gateway's own session's business
+
+    async def end_session(self, exchange: Exchange) -> None:
+        """The client's session ended: so does its own upstream session."""
+        if self._mirrored(exchange):
+            await self.upstream.end(exchange)
 
     # ------------------------------------------------- stateless upstreams
 
@@ -240,6 +288,12 @@ class Forwarder:
                     return self._url_asks(call, exchange, parked.task.result())
                 asks = parked.unanswered()
                 if asks:
+                    # Questions asked together (a server awaiting several at once) make
+                    # one round: wait a moment for the rest before answering.
+                    await self._gather_asks(parked)
+                    if parked.task.done() or parked.missing is not None:
+                        continue
+                    asks = parked.unanswered()
                     parked.round += 1
                     parked.emit = discard_event  # no request of the client is open
                     self.parking.park(parked)
@@ -261,6 +315,24 @@ class Forwarder:
             else:
                 parked.task.cancel()
             raise
+
+    async def _gather_asks(self, parked: ParkedCall) -> None:
+        """Wait while more asks keep arriving within ``ask_settle`` seconds of each
+        other (bounded); sequential asks, each awaited upstream, stay separate rounds."""
+        assert parked.task is not None
+        for _ in range(MAX_ASKS_PER_ROUND):
+            parked.changed.clear()
+            changed = asyncio.ensure_future(parked.changed.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {parked.task, changed},
+                    timeout=self.ask_settle,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                changed.cancel()
+            if not done or parked.task in done:
+                return
 
     async def _retry(self, call: Call, exchange: Exchange) -> Outcome:
         assert call.state is not None

@@ -39,6 +39,7 @@ import structlog
 from gateway.core import (
     Call,
     ClientContext,
+    Downstream,
     Event,
     EventSink,
     Exchange,
@@ -86,9 +87,9 @@ class SubscriptionUpstream(Protocol):
 
     async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
 
-    def scope(self, principal: str) -> str: ...
+    def scope(self, exchange: Exchange) -> str: ...
 
-    async def attach(self, principal: str, headers: Mapping[str, str]) -> None: ...
+    async def attach(self, exchange: Exchange) -> None: ...
 
     def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]: ...
 
@@ -187,27 +188,27 @@ class SubscriptionHub:
         headers: Mapping[str, str] | None = None,
         route: str = "",
         lists: bool = True,
+        downstream: Downstream | None = None,
     ) -> Listener:
         """A handshake-era downstream session: it hears every list change the upstream
         announces (``lists``: while its stream is open) and the URIs it subscribes to."""
         previous = self._listeners.get(key)
         self._learn(profile, client)
-        scope = self.upstream.scope(principal)
+        call = Call(None, Operation.LISTEN, Operation.LISTEN.value, {}, client)
+        exchange = Exchange(
+            call=call,
+            route=route,
+            profile=profile,
+            principal=principal,
+            forward_headers=dict(headers or {}),
+            downstream=downstream,
+        )
+        scope = self.upstream.scope(exchange)
         listener = Listener(key, scope, sink)
         if previous is not None:
             listener.uris = previous.uris  # a re-initialize keeps its subscriptions
         self._listeners[key] = listener
-        call = Call(None, Operation.LISTEN, Operation.LISTEN.value, {}, client)
-        self._exchanges.setdefault(
-            scope,
-            Exchange(
-                call=call,
-                route=route,
-                profile=profile,
-                principal=principal,
-                forward_headers=dict(headers or {}),
-            ),
-        )
+        self._exchanges.setdefault(scope, exchange)
         self.want_lists(key, lists)
         return listener
 
@@ -222,11 +223,26 @@ class SubscriptionHub:
         else:
             self._background(self._refresh(listener.scope))
 
-    def leave(self, key: str) -> None:
-        """A listener is gone (session ended, listen closed): release what it held."""
+    def leave(self, key: str, *, upstream_gone: bool = False) -> None:
+        """A listener is gone (session ended, listen closed): release what it held.
+        With ``upstream_gone`` its upstream session ends with it (a client session's
+        own): what it held is forgotten, not unsubscribed one by one."""
         listener = self._listeners.pop(key, None)
-        if listener is not None:
+        if listener is None:
+            return
+        alone = not any(other.scope == listener.scope for other in self._listeners.values())
+        if upstream_gone and alone and not self.upstream.stateless:
+            for uri in listener.uris:
+                self._counts.pop((listener.scope, uri), None)
+                self._locks.pop((listener.scope, uri), None)
+            self._forget(listener.scope)
+        else:
             self._background(self._release(listener, set(listener.uris)))
+
+    def _forget(self, scope: str) -> None:
+        """Nobody listens in ``scope`` any more: drop what the hub kept for it."""
+        if not any(other.scope == scope for other in self._listeners.values()):
+            self._exchanges.pop(scope, None)
 
     async def _attach(self, scope: str) -> None:
         """Make sure the handshake-era upstream session (and its stream) exists."""
@@ -234,7 +250,7 @@ class SubscriptionHub:
         if exchange is None:
             return
         try:
-            await self.upstream.attach(exchange.principal, exchange.forward_headers)
+            await self.upstream.attach(exchange)
         except Exception as exc:  # the next call retries; nothing to tell anyone now
             log.info("could not open the upstream session for notifications", error=str(exc))
 
@@ -318,9 +334,11 @@ class SubscriptionHub:
     async def _release(self, listener: Listener, uris: set[str]) -> None:
         if self.upstream.stateless:
             await self._refresh(listener.scope)
-            return
-        for uri in uris:
-            await self._drop(listener.scope, uri)
+        else:
+            for uri in uris:
+                await self._drop(listener.scope, uri)
+        if not any(self._counts.get((listener.scope, uri)) for uri in uris):
+            self._forget(listener.scope)
 
     async def resubscribe(self, scope: str) -> None:
         """A new upstream session for ``scope``: subscribe again to what is watched."""
@@ -350,7 +368,7 @@ class SubscriptionHub:
         wanted = client.listen_interest(call.params)
         capabilities = exchange.profile.capabilities
         self._learn(exchange.profile, call.client)
-        scope = self.upstream.scope(exchange.principal)
+        scope = self.upstream.scope(exchange)
         self._exchanges.setdefault(scope, exchange)
         lists = wanted.lists & self._list_methods()
         listener = Listener(

@@ -19,7 +19,7 @@ from gateway.core.catalog import (
     ServerProfile,
     ToolSpec,
 )
-from gateway.core.exchange import Asker, EventSink, Exchange, discard_event
+from gateway.core.exchange import Asker, Downstream, EventSink, Exchange, discard_event
 from gateway.core.failure import Failure, FailureKind
 from gateway.core.interest import Interest
 from gateway.core.outcome import Event, InputRequired, Outcome, Value
@@ -38,6 +38,7 @@ __all__ = [
     "ClientContext",
     "ClientReply",
     "DecodeFailure",
+    "Downstream",
     "Event",
     "EventSink",
     "Exchange",

@@ -23,6 +23,24 @@ async def discard_event(event: Event) -> None:
     return
 
 
+@dataclass(eq=False, slots=True)
+class Downstream:
+    """A client's own session, as the upstream side sees it: where the upstream's
+    messages that belong to no call go (its standalone stream).
+
+    ``key`` names the session (stable for its whole life); ``ask`` puts a question
+    to the client on that stream (None: its revision cannot be asked there);
+    ``notify`` hands it a notification; ``carries_asks`` says the client answers
+    questions its revision cannot express through tool arguments, so an upstream
+    session of its own may declare them.
+    """
+
+    key: str
+    ask: Asker | None
+    notify: EventSink
+    carries_asks: bool = False
+
+
 @dataclass(slots=True)
 class Exchange:
     """One client request on its way through the gateway.
@@ -46,4 +64,7 @@ class Exchange:
     # The client carries state between rounds (input_required, or asks in arguments).
     can_park: bool = False
     session: SessionView | None = None
+    # The client's own session, for what the upstream sends outside any call (None:
+    # a stateless client, whose upstream session is shared by a capability-true pool).
+    downstream: Downstream | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -907,6 +907,12 @@ class Adapter(ABC):
         params = self.client_decorate_params(call, params)
         return rpc.request(request_id, call.method, params)
 
+    def client_notification(self, call: Call) -> Message:
+        """A client notification (no answer expected) for the upstream, in this revision."""
+        message = self.client_request(call, 0)
+        del message["id"]
+        return message
+
     def client_project_params(self, call: Call) -> dict[str, Any]:
         """The call's params as this revision's servers understand them."""
         params = dict(call.params)

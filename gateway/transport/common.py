@@ -35,14 +35,19 @@ def wanted(event: Event, call: Call, session: SessionView | None) -> bool:
         return call.progress_token is not None and event.progress_token == call.progress_token
     if event.method == "notifications/message":
         level = session.log_level if session is not None else call.client.log_level
-        if level is None:
-            # Stateless clients opt in per request; session clients hear what the server sends.
-            return session is not None
-        wanted_level = event.params.get("level")
-        return wanted_level in LOG_LEVELS and LOG_LEVELS.index(str(wanted_level)) >= (
-            LOG_LEVELS.index(level)
-        )
+        return log_wanted(event, level, session is not None)
     return True
+
+
+def log_wanted(event: Event, level: str | None, has_session: bool) -> bool:
+    """A log message at or above ``level``; with none set, stateless clients opt in
+    per request (so hear nothing) and session clients hear what the server sends."""
+    if level is None:
+        return has_session
+    wanted_level = event.params.get("level")
+    return wanted_level in LOG_LEVELS and LOG_LEVELS.index(str(wanted_level)) >= (
+        LOG_LEVELS.index(level)
+    )
 
 
 def listen_id(call: Call) -> Any:

@@ -29,6 +29,7 @@ from gateway.core import (
     ClientContext,
     ClientReply,
     DecodeFailure,
+    Downstream,
     Event,
     Exchange,
     Failure,
@@ -44,6 +45,7 @@ from gateway.transport.common import (
     first_id,
     is_initialize,
     listen_id,
+    log_wanted,
     observe,
     push_asker,
     reporter,
@@ -263,9 +265,47 @@ class Pipeline:
                 session.view.protocol_version = arrival.adapter.version
                 session.view.capabilities = dict(client.capabilities)
                 session.view.info = client.info
+            self._mirror(arrival, session, call, profile)
             self._join(arrival, session, profile, client)
             done = True
         return done
+
+    def _mirror(
+        self, arrival: Arrival, session: Session, call: Call, profile: ServerProfile
+    ) -> None:
+        """The session as the upstream side sees it: what the upstream sends outside any
+        call reaches this client on its standalone stream; when the session ends, its
+        upstream session ends too."""
+        if session.downstream is not None:
+            return
+
+        async def write(message: dict[str, Any]) -> None:
+            await self.deliver(session, message)
+
+        async def notify(event: Event) -> None:
+            adapter = self.session_adapter(session)
+            if event.method == "notifications/message" and not log_wanted(
+                event, session.view.log_level, True
+            ):
+                return
+            message = adapter.encode_event(event) if adapter is not None else None
+            if message is not None:
+                await write(message)
+
+        adapter = arrival.adapter
+        session.downstream = Downstream(
+            session.id,
+            push_asker(adapter, session, write, self.route.ask_timeout),
+            notify,
+            carries_asks=adapter.asks_in_arguments,
+        )
+        ending = self._exchange(arrival, profile, call, None)
+        forwarder = self.route.forwarder
+
+        def end() -> None:
+            self.spawn(forwarder.end_session(ending))
+
+        session.on_close.append(end)
 
     def _join(
         self, arrival: Arrival, session: Session, profile: ServerProfile, client: ClientContext
@@ -292,9 +332,10 @@ class Pipeline:
             headers=arrival.forwarded,
             route=self.route.path,
             lists=session.stream_open,
+            downstream=session.downstream,
         )
         if fresh:
-            session.on_close.append(lambda: hub.leave(session.id))
+            session.on_close.append(lambda: hub.leave(session.id, upstream_gone=True))
 
     # --------------------------------------------- replies, notifications
 
@@ -440,6 +481,7 @@ class Pipeline:
             ask=asker,
             can_park=adapter.carries_state,
             session=view,
+            downstream=session.downstream if session is not None else None,
         )
 
     async def close(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core import Answer, RequestId, SessionView
+from gateway.core import Answer, Downstream, RequestId, SessionView
 
 # Server-to-client messages queued for a session's stream while nobody reads it.
 MAX_QUEUED = 1024
@@ -39,6 +39,8 @@ class Session:
     closed: bool = False
     # Called once when the session ends (e.g. to release its subscriptions).
     on_close: list[Callable[[], None]] = field(default_factory=list)
+    # The session as the upstream side sees it (its own upstream session's client).
+    downstream: Downstream | None = None
     _ids: int = 0
 
     @property

@@ -26,6 +26,7 @@ import structlog
 
 from gateway.core import (
     Answer,
+    Asker,
     AskKind,
     Call,
     ClientContext,
@@ -181,7 +182,7 @@ class Calls:
                 if inflight is not None:
                     inflight.waiting.add(upstream_id)
                 try:
-                    answer = await self.answer_request(adapter, incoming, exchange)
+                    answer = await self.answer_request(adapter, incoming, exchange.ask)
                 finally:
                     if inflight is not None:
                         inflight.waiting.discard(upstream_id)
@@ -217,20 +218,21 @@ class Calls:
         self.spawn(send())
 
     async def answer_request(
-        self, adapter: Adapter, message: dict[str, Any], exchange: Exchange | None
+        self, adapter: Adapter, message: dict[str, Any], ask: Asker | None
     ) -> dict[str, Any]:
-        """Answer a request the upstream sent mid-call: ping here, asks via the client."""
+        """Answer a request the upstream sent: ping here, asks through ``ask`` (the
+        call's client, or a session's); refused when there is nobody to ask."""
         method = message.get("method")
         if method == Operation.PING.value:
             return rpc.result(message["id"], {})
         asks = adapter.client_input_requests(message)
         if not asks:
             return rpc.error(message["id"], -32601, f"Method not found: {method}")
-        ask = next(iter(asks.values()))
-        answer = await exchange.ask(ask) if exchange is not None and exchange.ask else None
+        question = next(iter(asks.values()))
+        answer = await ask(question) if ask is not None else None
         if answer is None:
-            answer = Answer.refusal(ask.kind)
-        if ask.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
+            answer = Answer.refusal(question.kind)
+        if question.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
             answer = Answer(result={"roots": []})
         return adapter.client_answer(message["id"], answer)
 

@@ -2,21 +2,25 @@
 
 The link speaks the upstream's native revision through that revision's
 adapter (client role).  It probes the era once (:mod:`.probe`), caches the
-verdict and probes again when the verdict stops holding.  Legacy upstreams
-get one real session per principal (:mod:`.sessions`), never shared across
-principals; calls run through :mod:`.calls`; what tools/list says about each
-tool is kept in :mod:`.tools`.
+verdict and probes again when the verdict stops holding.  A handshake-era
+upstream gives each client session an upstream session of its own, and
+stateless clients capability-true pools (:mod:`.sessions`), never shared
+across principals; what arrives outside any call goes to the session it
+belongs to (:mod:`.offcall`); calls run through :mod:`.calls`; what tools/list
+says about each tool is kept in :mod:`.tools`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
 
 import aiohttp
+import orjson
 import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
@@ -24,13 +28,17 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, quiet
 from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.http import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
-from gateway.upstream.sessions import NotificationSink, SessionCallback, SessionPool
+from gateway.upstream.sessions import SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.stdio import StdioCarrier
 from gateway.upstream.tools import ToolIndex
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]
+
+# The key of the one session a shared stdio child holds.
+SHARED = "stdio"
 
 log = structlog.get_logger(__name__)
 
@@ -77,7 +85,7 @@ class UpstreamLink:
             return self._verdict
         async with self._probe_lock:
             if self._verdict is None:
-                handshake = partial(self._first_session, self._session_key(principal), headers)
+                handshake = partial(self._first_session, headers)
                 self._verdict = await self._probe.run(headers, handshake)
                 log.info(
                     "upstream era detected",
@@ -99,11 +107,15 @@ class UpstreamLink:
         self._tools.reset()
 
     async def _first_session(
-        self, key: str, headers: Mapping[str, str], transport: str, pinned: Adapter | None
+        self, headers: Mapping[str, str], transport: str, pinned: Adapter | None
     ) -> Verdict:
-        """The probe's handshake: the session it opens is kept as ``key``'s."""
+        """The probe's handshake: a shared stdio child keeps the session it opens; any
+        other upstream has it ended, since sessions belong to clients."""
         session = await self._sessions.open(transport, headers, pinned)
-        self._sessions.adopt(key, session)
+        if self._shared:
+            self._sessions.adopt(SHARED, session)
+        else:
+            await self._sessions.drop(SHARED, session)
         return Verdict(session.adapter, transport, session.profile)
 
     async def _sse_check(self, headers: Mapping[str, str]) -> str | None:
@@ -115,31 +127,69 @@ class UpstreamLink:
 
     def on_notification(self, sink: NotificationSink | None) -> None:
         """Session-level notifications (list changes, resource updates) go to ``sink``,
-        with the scope (``scope(principal)``) of the upstream session they came in."""
-        self._sessions.notify = sink
+        with the scope (see :meth:`scope`) of the upstream session they came in."""
+        self._sessions.offcall.notify = sink
 
     def on_session(self, callback: SessionCallback | None) -> None:
         """``callback(scope)`` runs whenever a handshake-era upstream session is opened
-        after the first (re-opened after it expired, or after a restart)."""
+        (re-opened after it expired, or after a restart, included)."""
         self._sessions.on_session = callback
 
-    def scope(self, principal: str) -> str:
-        """Which upstream session (or stateless listen) serves ``principal``."""
-        return self._session_key(principal)
+    @property
+    def _shared(self) -> bool:
+        return self.settings.transport == "stdio" and self.settings.shared
 
-    def _session_key(self, principal: str) -> str:
-        """One stdio process holds one session: the route's callers share it unless
-        the route runs a child per caller."""
-        shared = self.settings.transport == "stdio" and not self.settings.per_principal
-        return "stdio" if shared else principal
+    def scope(self, exchange: Exchange) -> str:
+        """Which upstream session (or stateless listen) serves this exchange's client."""
+        verdict = self._verdict
+        if verdict is None or not verdict.adapter.has_handshake:
+            return exchange.principal  # a stateless upstream: one listen per principal
+        return self._session_key(exchange, verdict.adapter)
 
-    async def attach(self, principal: str, headers: Mapping[str, str]) -> None:
-        """Open ``principal``'s legacy upstream session (and its own stream) if it is not
-        open yet, so its session-level notifications arrive.  Raises on failure."""
-        verdict = await self.ensure(principal, headers)
+    def _session_key(self, exchange: Exchange, adapter: Adapter) -> str:
+        """A client session's own upstream session; for a stateless client, the pool of
+        its principal and the capabilities it declared (as the upstream reads them)."""
+        if self._shared:
+            return SHARED
+        if exchange.downstream is not None:
+            return "s:" + exchange.downstream.key
+        declared = adapter.client_project_capabilities(dict(exchange.call.client.capabilities))
+        digest = hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return f"p:{exchange.principal}:{digest[:16]}"
+
+    async def attach(self, exchange: Exchange) -> None:
+        """Open the exchange's client's upstream session (and its own stream) if it is
+        not open yet, so its session-level messages arrive.  Raises on failure."""
+        verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         if verdict.adapter.has_handshake:
-            key = self._session_key(principal)
-            await self._sessions.get(key, headers, verdict.transport, verdict.adapter)
+            key = self._session_key(exchange, verdict.adapter)
+            await self._sessions.get(key, exchange, verdict.transport, verdict.adapter)
+
+    async def open(self, exchange: Exchange) -> Failure | None:
+        """A client session begins: its upstream session is opened now, as the server
+        would have seen it directly (its questions then reach the client at once)."""
+        try:
+            await self.attach(exchange)
+        except CarrierError as exc:
+            return carrier_failure(exc)
+        except Failure as failure:
+            return failure
+        return None
+
+    async def end(self, exchange: Exchange) -> None:
+        """A client session is over: its upstream session ends with it."""
+        verdict = self._verdict
+        if verdict is not None and verdict.adapter.has_handshake and not self._shared:
+            await self._sessions.end(self._session_key(exchange, verdict.adapter))
+
+    async def notify(self, call: Call, exchange: Exchange) -> None:
+        """A client's notification (its roots changed, say) for its upstream session."""
+        verdict = self._verdict
+        if verdict is None or not verdict.adapter.has_handshake:
+            return
+        session = self._sessions.find(self._session_key(exchange, verdict.adapter))
+        if session is not None:
+            await self._sessions.notify(session, call, exchange)
 
     async def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]:
         """A stateless upstream's `subscriptions/listen`: its notifications (the
@@ -168,11 +218,12 @@ class UpstreamLink:
         return await self._execute_legacy(verdict, call, exchange)
 
     async def _execute_legacy(self, verdict: Verdict, call: Call, exchange: Exchange) -> Outcome:
-        key = self._session_key(exchange.principal)
-        headers = exchange.forward_headers
+        key = self._session_key(exchange, verdict.adapter)
         for attempt in range(2):
             try:
-                session = await self._sessions.get(key, headers, verdict.transport, verdict.adapter)
+                session = await self._sessions.get(
+                    key, exchange, verdict.transport, verdict.adapter
+                )
             except CarrierError as exc:
                 return carrier_failure(exc)
             except Failure as failure:

@@ -136,7 +136,7 @@ class EraProbe:
                 verdict = await handshake("stdio", pinned)
             except CarrierError as exc:
                 raise carrier_failure(exc) from exc
-            if self.settings.per_principal:
+            if not self.settings.shared:
                 await self._carrier.close()  # it only answered the probe
             return verdict
         if transport in ("auto", "http"):

@@ -1,28 +1,28 @@
-"""The handshake-era upstream sessions of one route: opening, pooling, closing.
+"""The handshake-era upstream sessions of one route: opening, keeping, ending.
 
-A session is opened with `initialize` and `notifications/initialized`, then
-listened to on its own channel for what arrives outside any call.  The pool
-keys sessions by an opaque string the link computes (which caller, or which
-downstream session, a session serves); one lock per key makes sure a key
-never gets two sessions.
+A session mirrors what its client would have had directly: a client with a
+session of its own (any handshake-era revision) gets an upstream session of
+its own, opened with its capabilities and ``clientInfo`` and ended when its
+own ends; stateless clients share capability-true pools, one per principal
+and declared capabilities.  The pool keys sessions by an opaque string the
+link computes; one lock per key makes sure a key never gets two sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import structlog
 
 from gateway.core import (
-    Answer,
-    AskKind,
     Call,
-    Event,
+    Downstream,
     Exchange,
     Failure,
     FailureKind,
@@ -36,25 +36,16 @@ from gateway.protocol.models import LOG_LEVELS
 from gateway.upstream.calls import Calls, Channel, InFlight, quiet, roundtrip
 from gateway.upstream.carrier import Carrier, CarrierError, start_carrier
 from gateway.upstream.http import LegacySseCarrier
+from gateway.upstream.offcall import OffCall
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.stdio import StdioCarrier
 
 log = structlog.get_logger(__name__)
 
-# How often a handshake-era session's own stream is opened again after it drops.
-LISTEN_RETRIES = 5
-# Session-level notifications of a legacy upstream that belong to no call: handed to
-# the notification sink (the bridge routes them to the downstream listeners).
-SESSION_NOTIFICATIONS = frozenset(
-    {
-        "notifications/tools/list_changed",
-        "notifications/prompts/list_changed",
-        "notifications/resources/list_changed",
-        "notifications/resources/updated",
-    }
-)
-NotificationSink = Callable[[str, Event], Awaitable[None]]
 SessionCallback = Callable[[str], Coroutine[Any, Any, None]]
+# Pools (stateless clients' shared sessions) one principal may hold at once: the
+# least recently used idle one is ended to make room.
+MAX_POOLS_PER_PRINCIPAL = 16
 
 
 @dataclass(kw_only=True)
@@ -69,6 +60,12 @@ class LegacySession(Channel):
     log_level: str | None = None
     closed: bool = False
     listener: asyncio.Task[None] | None = None
+    # Whose it is: the pool key, and the client session it mirrors (None: a pool).
+    key: str | None = None
+    downstream: Downstream | None = None
+    principal: str = ""
+    # A pool's questions asked outside any call, waiting for its next call.
+    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = field(default_factory=list)
 
 
 class SessionPool:
@@ -88,74 +85,177 @@ class SessionPool:
         # The route's carrier (Streamable HTTP or its stdio child), and Streamable HTTP.
         self._primary, self._streamable = carriers
         self._calls = calls
-        self._sessions: dict[str, LegacySession] = {}
+        self._sessions: OrderedDict[str, LegacySession] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
-        # Where session-level notifications go, with the key of the session they came in.
-        self.notify: NotificationSink | None = None
+        # The level each key's client last set: a re-opened session gets it again.
+        self._levels: dict[str, str] = {}
+        self.offcall = OffCall(calls, settings.url)
         self.on_session: SessionCallback | None = None
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def find(self, key: str) -> LegacySession | None:
+        return self._sessions.get(key)
 
     def adopt(self, key: str, session: LegacySession) -> None:
         """Keep a session opened elsewhere (by the era probe) under ``key``."""
+        session.key = key
         self._sessions[key] = session
 
     async def get(
-        self, key: str, headers: Mapping[str, str], transport: str, adapter: Adapter
+        self, key: str, exchange: Exchange, transport: str, adapter: Adapter
     ) -> LegacySession:
-        """``key``'s session, opened (with ``adapter``'s revision offered) if there is none."""
+        """``key``'s session, opened (with ``adapter``'s revision offered, and the
+        exchange's client declared) if there is none."""
         session = self._sessions.get(key)
         if session is not None:
+            self._sessions.move_to_end(key)
             return session
         async with self._locks.setdefault(key, asyncio.Lock()):
             session = self._sessions.get(key)
             if session is None:
-                session = await self.open(transport, headers, adapter)
-                self._sessions[key] = session
-                if self.on_session is not None:
-                    # A new upstream session knows none of the old one's subscriptions.
-                    self._calls.spawn(self.on_session(key))
+                session = await self._open_for(key, exchange, transport, adapter)
             return session
 
+    async def _open_for(
+        self, key: str, exchange: Exchange, transport: str, adapter: Adapter
+    ) -> LegacySession:
+        if exchange.downstream is None:
+            await self._make_room(exchange.principal)
+        reopened = key in self._levels
+        session = await self.open(transport, exchange.forward_headers, adapter, exchange, key=key)
+        session.principal = exchange.principal
+        self._sessions[key] = session
+        level = self._levels.get(key)
+        if level is not None:
+            await self._set_level(session, level, exchange)
+        if self.on_session is not None:
+            # A new upstream session knows none of the old one's subscriptions.
+            self._calls.spawn(self.on_session(key))
+        if reopened:
+            log.info("upstream session re-opened", upstream=self.settings.url)
+        return session
+
+    async def _make_room(self, principal: str) -> None:
+        """A principal holds at most MAX_POOLS_PER_PRINCIPAL pools: end its least
+        recently used idle one (never another principal's)."""
+        pools = [
+            s
+            for s in self._sessions.values()
+            if s.downstream is None and s.principal == principal and s.key != "stdio"
+        ]
+        if len(pools) < MAX_POOLS_PER_PRINCIPAL:
+            return
+        idle = next((s for s in pools if not s.inflight.calls and not s.held), None)
+        if idle is not None and idle.key is not None:
+            await self.end(idle.key)
+
     async def drop(self, key: str, session: LegacySession) -> None:
-        """Forget a session that stopped working (the next call opens a new one)."""
-        session.closed = True
+        """Forget a session that stopped working (the next call opens a new one); it
+        is ended upstream too, in case only its stream broke."""
         if self._sessions.get(key) is session:
             del self._sessions[key]
+        self._calls.spawn(self._terminate(session))
+
+    async def end(self, key: str) -> bool:
+        """The client the session served is gone: end it upstream (DELETE)."""
+        session = self._sessions.pop(key, None)
+        self._levels.pop(key, None)
+        self._locks.pop(key, None)
+        if session is None:
+            return False
+        await self._terminate(session)
+        return True
+
+    async def _terminate(self, session: LegacySession) -> None:
+        session.closed = True
         if session.listener is not None:
             session.listener.cancel()
-        if session.owns_carrier:
-            await session.carrier.close()
+        for _, future in session.held:
+            if not future.done():
+                future.cancel()
+        try:
+            if session.session_id is not None:
+                headers = {
+                    **session.headers,
+                    **session.adapter.client_headers(None, session.session_id),
+                }
+                await session.carrier.terminate(headers)
+        except CarrierError:
+            pass
+        finally:
+            if session.owns_carrier:
+                with contextlib.suppress(CarrierError):
+                    await session.carrier.close()
 
     async def close(self) -> None:
         """End every session (DELETE) and close the carriers they own."""
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:
-            if session.listener is not None:
-                session.listener.cancel()
-            try:
-                if session.session_id is not None:
-                    headers = session.adapter.client_headers(None, session.session_id)
-                    await session.carrier.terminate(headers)
-                if session.owns_carrier:
-                    await session.carrier.close()
-            except CarrierError:
-                pass
+            await self._terminate(session)
 
     # ------------------------------------------------------------------ opening
 
     async def open(
-        self, transport: str, headers: Mapping[str, str], pinned: Adapter | None
+        self,
+        transport: str,
+        headers: Mapping[str, str],
+        pinned: Adapter | None,
+        exchange: Exchange | None = None,
+        key: str | None = None,
     ) -> LegacySession:
-        """A new session over ``transport``: raises CarrierError when the upstream
-        refuses it, Failure when it chose a revision the gateway does not speak."""
+        """A new session over ``transport``, declaring the exchange's client (the
+        gateway itself without one): raises CarrierError when the upstream refuses
+        it, Failure when it chose a revision the gateway does not speak."""
         offer = pinned or self.adapters.handshake[0]
         carrier = await self._carrier(transport, headers)
-        message = offer.client_opening(
-            next(self._calls.ids), self.settings.client_info, self.settings.client_capabilities
+        info, capabilities = self._client(offer, exchange)
+        message = offer.client_opening(next(self._calls.ids), info, capabilities)
+        try:
+            response, reply_headers = await roundtrip(
+                carrier, message, {**headers, **offer.client_headers(None, None, message)}
+            )
+        except BaseException:
+            if carrier is not self._primary and carrier is not self._streamable:
+                with contextlib.suppress(CarrierError):
+                    await carrier.close()
+            raise
+        adapter, result = self._chosen(offer, response)
+        session_id = reply_headers.get("mcp-session-id") if reply_headers else None
+        session = LegacySession(
+            adapter,
+            carrier,
+            session_id,
+            profile=adapter.client_read_profile(result),
+            owns_carrier=carrier is not self._primary and carrier is not self._streamable,
+            headers={**headers, **adapter.client_headers(None, session_id)},
+            key=key,
+            downstream=exchange.downstream if exchange is not None else None,
         )
-        response, reply_headers = await roundtrip(
-            carrier, message, {**headers, **offer.client_headers(None, None, message)}
-        )
+        await carrier.send(rpc.notification("notifications/initialized"), session.headers)
+        session.listener = asyncio.get_running_loop().create_task(self.offcall.listen(session))
+        return session
+
+    def _client(
+        self, offer: Adapter, exchange: Exchange | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Who the upstream session says its client is: the client itself, its
+        capabilities projected onto the upstream's revision (plus elicitation where
+        the gateway carries it in tool arguments for the client); the gateway when
+        no client is known (the era probe)."""
+        if exchange is None:
+            return self.settings.client_info, self.settings.client_capabilities
+        client = exchange.call.client
+        capabilities = dict(client.capabilities)
+        downstream = exchange.downstream
+        if downstream is not None and downstream.carries_asks:
+            capabilities.setdefault("elicitation", {"form": {}})
+        info = client.info or self.settings.client_info
+        return info, offer.client_project_capabilities(capabilities)
+
+    def _chosen(self, offer: Adapter, response: dict[str, Any]) -> tuple[Adapter, dict[str, Any]]:
         if "result" not in response or not isinstance(response["result"], dict):
             failure = offer.client_read_failure(response.get("error"))
             raise CarrierError(f"initialize was refused: {failure.message}", status=400)
@@ -167,18 +267,7 @@ class SessionPool:
                 f"the upstream chose protocol revision {result.get('protocolVersion')!r}, "
                 "which the gateway does not speak",
             )
-        session_id = reply_headers.get("mcp-session-id") if reply_headers else None
-        session = LegacySession(
-            adapter,
-            carrier,
-            session_id,
-            profile=adapter.client_read_profile(result),
-            owns_carrier=carrier is not self._primary and carrier is not self._streamable,
-            headers={**headers, **adapter.client_headers(None, session_id)},
-        )
-        await carrier.send(rpc.notification("notifications/initialized"), session.headers)
-        session.listener = asyncio.get_running_loop().create_task(self._listen(session))
-        return session
+        return adapter, result
 
     async def _carrier(self, transport: str, headers: Mapping[str, str]) -> Carrier:
         if transport == "sse":
@@ -193,8 +282,9 @@ class SessionPool:
             await sse.start()
             return sse
         if transport == "stdio":
-            # A child per caller: a session of its own, which no other caller shares.
-            carrier = self._child() if self.settings.per_principal else self._primary
+            # A child per session, as a client that spawned the server would have;
+            # or one child for the whole route when it is shared.
+            carrier = self._primary if self.settings.shared else self._child()
             await start_carrier(carrier)
             return carrier
         return self._streamable
@@ -209,101 +299,47 @@ class SessionPool:
     # ---------------------------------------------------------------- calls
 
     async def run(self, session: LegacySession, call: Call, exchange: Exchange) -> Outcome:
-        """Run one call in ``session``, its log level brought up first if need be."""
-        await self._ensure_level(session, call, exchange)
-        return await self._calls.run(session, call, exchange)
+        """Run one call in ``session``: a pool's held questions first, the log level
+        brought up if need be."""
+        if session.downstream is None:
+            await self._ensure_level(session, call, exchange)
+            await self.offcall.ask_held(session, exchange)
+        outcome = await self._calls.run(session, call, exchange)
+        if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
+            level = call.params.get("level")
+            if isinstance(level, str) and session.key is not None:
+                session.log_level = self._levels[session.key] = level
+        return outcome
+
+    async def notify(self, session: LegacySession, call: Call, exchange: Exchange) -> None:
+        """A client notification for its own upstream session (roots changed, say)."""
+        message = session.adapter.client_notification(call)
+        headers = {**exchange.forward_headers, **session.headers}
+        with contextlib.suppress(CarrierError):
+            await session.carrier.send(message, headers)
 
     async def _ensure_level(self, session: LegacySession, call: Call, exchange: Exchange) -> None:
         """Logging is session-wide on a handshake-era upstream and per request for
-        stateless clients: keep the upstream at the most verbose level any call asked
-        for (logs are filtered per request on the way back)."""
+        stateless clients: keep a pool at the most verbose level any call asked for
+        (logs are filtered per request on the way back)."""
         wanted = call.client.log_level
         if wanted not in LOG_LEVELS or "logging" not in session.profile.capabilities:
             return
         current = session.log_level
         if current is not None and LOG_LEVELS.index(current) <= LOG_LEVELS.index(wanted):
             return
-        session.log_level = wanted
+        await self._set_level(session, wanted, exchange)
+
+    async def _set_level(self, session: LegacySession, level: str, exchange: Exchange) -> None:
+        current, session.log_level = session.log_level, level
         set_level = Call(
             id=0,
             operation=Operation.SET_LOG_LEVEL,
             method=Operation.SET_LOG_LEVEL.value,
-            params={"level": wanted},
-            client=call.client,
+            params={"level": level},
+            client=exchange.call.client,
         )
         outcome = await self._calls.run(session, set_level, quiet(exchange))
         if isinstance(outcome, Failure):
             session.log_level = current
             log.info("the upstream refused logging/setLevel", reason=outcome.message)
-
-    # ------------------------------------------------- messages outside any call
-
-    async def _listen(self, session: LegacySession) -> None:
-        """The session's own channel (GET stream, or what HTTP+SSE could not attribute):
-        server requests and notifications that arrive outside any call's stream."""
-        for attempt in range(LISTEN_RETRIES):
-            if attempt:
-                # The stream dropped while the session lives on: open it again, after
-                # a short pause that grows, or list changes and updates are lost.
-                await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
-                if session.closed:
-                    return
-            try:
-                stream = await session.carrier.listen(session.headers)
-                if stream is None:
-                    return  # the upstream offers no such stream
-                async for message in stream:
-                    if rpc.is_request(message):
-                        self._calls.spawn(self._unsolicited_request(session, message))
-                    else:
-                        await self._unsolicited_event(session, message)
-            except CarrierError as exc:
-                log.info(
-                    "upstream session stream ended", upstream=self.settings.url, reason=str(exc)
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a broken stream must not take the link down
-                log.exception("upstream session stream failed", upstream=self.settings.url)
-            if session.carrier.is_session:
-                return  # HTTP+SSE and stdio: the stream is the session; it ends with it
-
-    async def _unsolicited_request(self, session: LegacySession, message: dict[str, Any]) -> None:
-        owner = session.inflight.owner()
-        if owner is not None:
-            session.inflight.waiting.add(owner[0])
-            try:
-                answer = await self._calls.answer_request(session.adapter, message, owner[1])
-            finally:
-                session.inflight.waiting.discard(owner[0])
-        elif message.get("method") != Operation.PING.value:
-            kind = AskKind.for_method(str(message.get("method")))
-            answer = (
-                session.adapter.client_answer(message["id"], Answer.refusal(kind))
-                if kind is not None
-                else rpc.error(message["id"], -32601, f"Method not found: {message.get('method')}")
-            )
-        else:
-            answer = await self._calls.answer_request(session.adapter, message, None)
-        with contextlib.suppress(CarrierError):
-            await session.carrier.send(answer, session.headers)
-
-    async def _unsolicited_event(self, session: LegacySession, message: dict[str, Any]) -> None:
-        event = session.adapter.client_read_event(message)
-        if event is None:
-            return
-        token = event.progress_token
-        if token is not None:
-            for upstream_id, (exchange, original) in list(session.inflight.calls.items()):
-                if upstream_id == token and original is not None:
-                    params = {**event.params, "progressToken": original}
-                    await exchange.emit(replace(event, params=params))
-            return
-        if event.method in SESSION_NOTIFICATIONS:
-            key = next((key for key, s in self._sessions.items() if s is session), None)
-            if key is not None and self.notify is not None:
-                await self.notify(key, event)
-            return
-        owner = session.inflight.owner()
-        if owner is not None and event.method == "notifications/message":
-            await owner[1].emit(event)

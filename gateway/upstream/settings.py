@@ -24,8 +24,9 @@ class UpstreamSettings:
     command: list[str] | None = None
     env: dict[str, str] | None = None
     cwd: str | None = None
-    # stdio: a child (so an upstream session) per caller instead of one per route.
-    per_principal: bool = False
+    # stdio: one child for the whole route (all callers share its one session) instead
+    # of a child per upstream session (per client session, or per stateless pool).
+    shared: bool = False
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = 10.0

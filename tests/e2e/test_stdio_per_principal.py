@@ -1,4 +1,5 @@
-"""A stdio route that runs one child per caller: callers never share a session."""
+"""A stdio route runs one child per upstream session (callers never share one), or
+one child for every caller when it is shared."""
 
 from __future__ import annotations
 
@@ -42,12 +43,12 @@ async def _whoami(http: aiohttp.ClientSession, url: str, token: str) -> str:
     return text_of(reply.result)
 
 
-@pytest.mark.parametrize("per_principal", [True, False])
-async def test_one_child_per_caller_when_configured(tmp_path: Path, per_principal: bool) -> None:
+@pytest.mark.parametrize("shared", [False, True])
+async def test_one_child_per_caller_unless_shared(tmp_path: Path, shared: bool) -> None:
     script = tmp_path / "whoami.py"
     script.write_text(SERVER)
     command = shlex.join([sys.executable, str(script)])
-    option = ",per_principal=true" if per_principal else ""
+    option = ",shared=true" if shared else ""
     route = f"/who=stdio:{command},version=2025-06-18{option}"
     with gateway(route, tmp_path=tmp_path) as gw:
         async with aiohttp.ClientSession() as http:
@@ -55,4 +56,4 @@ async def test_one_child_per_caller_when_configured(tmp_path: Path, per_principa
             bob = await _whoami(http, gw.url("/who"), "bob")
             again = await _whoami(http, gw.url("/who"), "alice")
     assert alice == again  # a caller keeps its session
-    assert (alice != bob) is per_principal
+    assert (alice != bob) is not shared

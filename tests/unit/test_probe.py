@@ -309,9 +309,14 @@ async def test_a_timeout_over_http_is_upstream_timeout() -> None:
 
 
 async def test_a_silent_stdio_server_is_legacy() -> None:
-    # Legacy stdio servers may never answer a method they do not know.
+    # Legacy stdio servers may never answer a method they do not know.  A shared child
+    # (one session for the whole route) keeps the session the probe opened on it.
     probe, carrier, _ = make_probe(
-        lambda message, _: None, transport="stdio", command=["server"], probe_timeout=0.05
+        lambda message, _: None,
+        transport="stdio",
+        command=["server"],
+        probe_timeout=0.05,
+        shared=True,
     )
     handshakes = Handshakes(DEFAULT)
     verdict = await probe.run({}, handshakes)
@@ -329,12 +334,11 @@ async def test_a_modern_stdio_server_is_a_stdio_verdict() -> None:
     assert verdict.adapter is MODERN and verdict.transport == "stdio"
 
 
-async def test_a_child_per_caller_closes_the_probe_child() -> None:
+async def test_a_child_per_session_closes_the_probe_child() -> None:
     probe, carrier, _ = make_probe(
         lambda message, _: CarrierError("the stdio server exited", status=None),
         transport="stdio",
         command=["server"],
-        per_principal=True,
     )
     # An exit without an answer is no verdict: the upstream is unavailable.
     with pytest.raises(Failure) as caught:
@@ -345,7 +349,6 @@ async def test_a_child_per_caller_closes_the_probe_child() -> None:
         lambda message, _: (200, rpc.error(message["id"], -32601, "Method not found")),
         transport="stdio",
         command=["server"],
-        per_principal=True,
     )
     verdict = await probe.run({}, Handshakes(DEFAULT))
     assert verdict.transport == "stdio"

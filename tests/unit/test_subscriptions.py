@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,11 +68,11 @@ class ScriptedUpstream:
         self.requests.append((call.method, str(call.params.get("uri"))))
         return Value({})
 
-    def scope(self, principal: str) -> str:
-        return principal
+    def scope(self, exchange: Exchange) -> str:
+        return exchange.principal
 
-    async def attach(self, principal: str, headers: Mapping[str, str]) -> None:
-        self.attached.append(principal)
+    async def attach(self, exchange: Exchange) -> None:
+        self.attached.append(exchange.principal)
 
     async def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]:
         wanted = call.params["notifications"]
