@@ -184,7 +184,8 @@ class Forwarder:
             if self._mirrored(exchange) and "logging" in exchange.profile.capabilities:
                 return await self.upstream.execute(call, exchange)
             return Value({})
-        if op is Operation.ROOTS_LIST_CHANGED and self._mirrored(exchange):
+        if op is Operation.ROOTS_LIST_CHANGED and not self.upstream.stateless:
+            # The client's own upstream session (or its pool) asks for the roots again.
             await self.upstream.notify(call, exchange)
         return Value({})  # initialized, progress: the gateway's own session's business
 

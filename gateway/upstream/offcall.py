@@ -94,7 +94,9 @@ class OffCall:
 
     async def _answer(self, session: LegacySession, message: dict[str, Any]) -> dict[str, Any]:
         owner = session.inflight.owner()
-        if owner is not None:
+        if owner is not None and owner[1].ask is not None:
+            # Only a call whose client can be asked may own a question (a listing
+            # cannot carry one: the session's client or the pool's next call will).
             session.inflight.waiting.add(owner[0])
             try:
                 return await self._calls.answer_request(session.adapter, message, owner[1].ask)
