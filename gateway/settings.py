@@ -59,6 +59,7 @@ ROUTE_OPTIONS = {
     "forward_headers",
     "per_principal",
     "shared",
+    "end_sessions",
     "public_url",
     "auth",
     "auth_issuer",
@@ -95,6 +96,9 @@ class RouteSpec(BaseModel):
     shared: bool = False
     # Accepted for older configurations: a child per caller is now the default.
     per_principal: bool = False
+    # End an upstream session (DELETE) when its client's session ends; false only for
+    # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
+    end_sessions: bool = True
     connect_timeout: float = Field(10.0, gt=0)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(10.0, gt=0)
@@ -176,6 +180,7 @@ class RouteSpec(BaseModel):
             env=dict(self.env) or None,
             cwd=self.cwd,
             shared=self.shared,
+            end_sessions=self.end_sessions,
             route=self.path,
         )
 

@@ -176,7 +176,7 @@ class SessionPool:
             if not future.done():
                 future.cancel()
         try:
-            if session.session_id is not None:
+            if session.session_id is not None and self.settings.end_sessions:
                 headers = {
                     **session.headers,
                     **session.adapter.client_headers(None, session.session_id),

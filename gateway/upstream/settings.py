@@ -27,6 +27,9 @@ class UpstreamSettings:
     # stdio: one child for the whole route (all callers share its one session) instead
     # of a child per upstream session (per client session, or per stateless pool).
     shared: bool = False
+    # End upstream sessions with DELETE when their client's session ends (off only for
+    # servers that cannot take it: some crash on DELETE).
+    end_sessions: bool = True
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = 10.0

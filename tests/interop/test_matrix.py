@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peers.registry import Peer, peer, require_installed, run_client, running_server
+from peers.registry import (
+    Peer,
+    peer,
+    require_installed,
+    route_options,
+    run_client,
+    running_server,
+)
 
 from tests.e2e.gateway_proc import RunningGateway, gateway
 
@@ -58,7 +65,7 @@ def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
         for revision, server in zip(SERVERS, servers, strict=True):
             url = stack.enter_context(running_server(server, server.http_transport()))
             assert isinstance(url, str)
-            routes.append(f"{route_of(revision)}={url},timeout=20")
+            routes.append(f"{route_of(revision)}={url},timeout=20{route_options(server)}")
         yield stack.enter_context(gateway(*routes, tmp_path=tmp_path_factory.mktemp("gw")))
 
 

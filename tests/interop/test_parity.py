@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from peers.registry import peer, require_installed, run_client, running_server
+from peers.registry import peer, require_installed, route_options, run_client, running_server
 
 from tests.e2e.gateway_proc import gateway
 from tests.interop.test_matrix import CLIENTS, REVISIONS, SERVERS
@@ -58,7 +58,8 @@ def test_same_revision_pair_sees_the_same(revision: str, tmp_path: Any) -> None:
         direct = run_client(client, url, client.http_transport(), "interactive")
     with running_server(server, transport) as url:
         assert isinstance(url, str)
-        with gateway(f"/mcp={url},timeout=20", tmp_path=tmp_path) as gw:
+        route = f"/mcp={url},timeout=20{route_options(server)}"
+        with gateway(route, tmp_path=tmp_path) as gw:
             through = run_client(client, gw.url("/mcp"), client.http_transport(), "interactive")
     differences = _diff(_normalize(direct), _normalize(through))
     assert not differences, "\n".join(differences)

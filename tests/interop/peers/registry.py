@@ -295,6 +295,17 @@ def require_installed(*peers: Peer) -> None:
     pytest.fail("missing test peer(s): " + "; ".join(missing), pytrace=False)
 
 
+# Route options a server peer needs behind the gateway.  python mcp 1.9.x servers exit
+# when any session is DELETEd (a direct client's exit kills them too), so the gateway
+# must not end its upstream sessions there.
+ROUTE_QUIRKS = {"python-1.9.4-server": ",end_sessions=false"}
+
+
+def route_options(server: Peer) -> str:
+    """What to append to a `--route PATH=URL` for this server peer."""
+    return ROUTE_QUIRKS.get(server.name, "")
+
+
 # --- Harness -----------------------------------------------------------------------------
 
 
