@@ -74,20 +74,27 @@ def stop_and_check(running: RunningGateway, expected_errors: tuple[str, ...] = (
     """SIGTERM the gateway (unless the test already stopped it), then insist that it
     exited 0 in time and logged no error (other than lines matching ``expected_errors``)."""
     process = running.process
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            raise AssertionError(
-                f"the gateway did not exit within {STOP_TIMEOUT}s of SIGTERM:\n"
-                f"{running.log()[-4000:]}"
-            ) from None
+    if not _terminate(process):
+        raise AssertionError(
+            f"the gateway did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{running.log()[-4000:]}"
+        )
     log = running.log()
     assert process.returncode == 0, f"the gateway exited with {process.returncode}:\n{log[-4000:]}"
     bad = bad_log_lines(log, expected_errors)
     assert not bad, "the gateway logged errors:\n" + "\n".join(bad[:20])
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> bool:
+    """SIGTERM a running process; False (after killing it) when it did not exit in time."""
+    if process.poll() is not None:
+        return True
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        return False
+    return True
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -127,18 +134,9 @@ def gateway(
         wait_http(running.url("/healthz"), timeout, process)
         yield running
     except BaseException:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                _kill(process)
+        _terminate(process)
         raise
     if check:
         stop_and_check(running, expected_errors)
-    elif process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            _kill(process)
+    else:
+        _terminate(process)
