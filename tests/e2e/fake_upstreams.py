@@ -135,6 +135,7 @@ class FakeUpstream:
         self.calls = 0
         self.initializes = 0
         self.cancelled: list[Any] = []
+        self.abandoned = 0  # `wedged`: requests the client closed unanswered
         self._cancel_seen = asyncio.Condition()
         self.sessions: set[str] = set()
         self.url = ""
@@ -168,8 +169,13 @@ class FakeUpstream:
         app = web.Application()
         app.router.add_route("*", "/mcp", self._handle)
         # handle_signals=False: several fakes share the test's loop.
+        # A wedged server sees its clients give up (their requests' handlers cancelled).
         self._runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, shutdown_timeout=1.0
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=1.0,
+            handler_cancellation=self.behaviour == "wedged",
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -304,7 +310,11 @@ class FakeUpstream:
                         "notifications/cancelled"
                     ):
                         await self._record_cancel(message)
-            await self.released.wait()
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.abandoned += 1  # the client gave up on this request (closed it)
+                raise
             return web.Response(status=503)
         if request.method == "DELETE":
             self.sessions.discard(request.headers.get("Mcp-Session-Id", ""))
