@@ -44,12 +44,13 @@ EXPECTED_URIS = {"demo://text", "demo://binary"} | {f"demo://many/{i}" for i in 
 BASE_TOOLS = {"echo", "add", "image", "fail", "summarize", "show_roots", "progress"}
 METHOD_NOT_FOUND = -32601
 # What the older Python SDK servers answer to an unknown method themselves (direct, no
-# gateway): 1.9.4 and 1.22.0 fail the request's validation; 1.7.1 drops its SSE stream,
+# gateway): 1.9.4, 1.22.0 and 1.30.0 fail the request's validation; 1.7.1 drops its SSE stream,
 # which the gateway reports as an unreachable upstream.  Every other server: -32601.
 UNKNOWN_METHOD_ANSWER = {
     "python-1.7.1-server": (-32603, "the upstream is unreachable"),
     "python-1.9.4-server": (-32602, "Invalid request parameters"),
     "python-1.22.0-server": (-32602, "Invalid request parameters"),
+    "python-1.30.0-server": (-32602, "Invalid request parameters"),
 }
 # What the `progress` tool logs (at info, once per step): every client asks for info
 # (logging/setLevel, or 2026-07-28's per-request level).

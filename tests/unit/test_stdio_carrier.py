@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.upstream.carrier import CarrierError, Exchange, Message
 from gateway.upstream import stdio as stdio_module
+from gateway.upstream.carrier import CarrierError, Exchange, Message
 from gateway.upstream.stdio import StdioCarrier
 from gateway.wire.lines import Oversized, encode_line, iter_lines
 
