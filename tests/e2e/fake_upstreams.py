@@ -178,7 +178,8 @@ class FakeUpstream:
             handler_cancellation=self.behaviour == "wedged",
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        # A given port is a HeldPort's (tests.e2e.gateway_proc): shared with it.
+        site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_port=bool(port))
         await site.start()
         bound = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
         self.url = f"http://127.0.0.1:{bound}/mcp"

@@ -51,7 +51,7 @@ from tests.e2e.fake_client import (
     text_of,
 )
 from tests.e2e.fake_upstreams import ASK_COLOUR, ASK_NAME, ASK_SAMPLE, FakeUpstream
-from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import HeldPort, RunningGateway, gateway
 
 # The parked calls' (and requestStates') lifetime in the gateway under test.
 PARK_TTL = 3.0
@@ -76,8 +76,9 @@ SAMPLED = {
 
 
 @pytest.fixture(scope="module")
-def ask_port() -> int:
-    return free_port()
+def ask_port() -> Iterator[int]:
+    with HeldPort() as held:  # the fakes of every test (and restarts) bind it in turn
+        yield held.port
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from tests.e2e.fake_client import (
     text_of,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import REPO, RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import REPO, RunningGateway, gateway
 
 # A fault must be reported well within this (seconds); the route timeout is far below it.
 PROMPT = 5.0
@@ -119,9 +119,9 @@ async def list_tools_legacy(http: aiohttp.ClientSession, url: str, session_id: s
 
 
 async def test_an_unreachable_upstream_is_a_prompt_error(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
 ) -> None:
-    nothing = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    nothing = dead_url  # nothing listens there
     async with (
         fakes("ok") as (good,),
         running_gateway(f"/bad={nothing}", f"/good={good.url}", tmp_path=tmp_path) as gw,
@@ -142,9 +142,9 @@ async def test_an_unreachable_upstream_is_a_prompt_error(
 
 
 async def test_a_failed_initialize_mints_no_session(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
 ) -> None:
-    nothing = f"http://127.0.0.1:{free_port()}/mcp"
+    nothing = dead_url
     async with (
         fakes("ok") as (good,),
         running_gateway(f"/bad={nothing}", f"/good={good.url}", tmp_path=tmp_path) as gw,

@@ -27,7 +27,7 @@ from tests.e2e.fake_client import (
     text_of,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import RunningGateway, gateway
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CALL_FIELDS = {
@@ -157,10 +157,12 @@ async def test_errors_are_counted_by_outcome(http: aiohttp.ClientSession, tmp_pa
         assert errors and 'outcome="upstream_protocol"' in errors[0], text
 
 
-async def test_readyz_follows_the_upstream(http: aiohttp.ClientSession, tmp_path: Path) -> None:
+async def test_readyz_follows_the_upstream(
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
+) -> None:
     fake = RecordingUpstream()
     await fake.start()
-    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    dead = dead_url
     try:
         async with running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw:
             status, text = await get(http, gw.url("/readyz"))

@@ -32,7 +32,7 @@ from tests.e2e.fake_client import (
     session_headers,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import HeldPort, RunningGateway, gateway
 
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 TOOLS_CHANGED = "notifications/tools/list_changed"
@@ -87,8 +87,9 @@ async def next_notification(reader: SseReader, method: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def notify_port() -> int:
-    return free_port()
+def notify_port() -> Iterator[int]:
+    with HeldPort() as held:
+        yield held.port
 
 
 @pytest.fixture
