@@ -334,6 +334,9 @@ class Gateway:
                 await site.stop()
             if self._runner.server is not None:
                 self._runner.server.pre_shutdown()  # keep-alive connections end after this request
+        for endpoint in self.endpoints:
+            # A listen lasts as long as its client: it would hold the drain to the deadline.
+            endpoint.pipeline.end_listens()
         deadline = time.monotonic() + deadline_s
         log.info("draining", in_flight=self.in_flight(), drain_timeout=deadline_s)
         force = asyncio.ensure_future(self._force.wait())

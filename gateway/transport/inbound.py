@@ -39,6 +39,7 @@ from gateway.core import (
     Preamble,
     RequestId,
     ServerProfile,
+    Value,
 )
 from gateway.protocol import Adapter
 from gateway.transport.common import (
@@ -139,6 +140,10 @@ class Pipeline:
         self.streams_open = streams_open
         self.answer_cancelled = answer_cancelled
         self.tasks: set[asyncio.Task[None]] = set()
+        # Open `subscriptions/listen` calls: they last until the client leaves, so a
+        # drain ends them (gracefully) rather than wait for them.
+        self.listens: set[asyncio.Future[Outcome]] = set()
+        self._ending_listens = False
 
     # ---------------------------------------------------------- selection
 
@@ -432,6 +437,11 @@ class Pipeline:
         task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
         if running is not None and call.id is not None:
             running[call.id] = task
+        listen = call.operation is Operation.LISTEN
+        if listen:
+            self.listens.add(task)
+            if self._ending_listens:
+                task.cancel()
         try:
             return await task
         except Failure as failure:
@@ -440,10 +450,19 @@ class Pipeline:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # the request itself went away
+            if listen and self._ending_listens:
+                return Value({})  # the gateway ends it: a graceful end, as the spec asks
             return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
         finally:
+            self.listens.discard(task)
             if running is not None and call.id is not None and running.get(call.id) is task:
                 del running[call.id]
+
+    def end_listens(self) -> None:
+        """End every open listen (and any that arrives later) with its final answer."""
+        self._ending_listens = True
+        for task in list(self.listens):
+            task.cancel()
 
     def _exchange(
         self, arrival: Arrival, profile: ServerProfile, call: Call, send: Send | None

@@ -4,7 +4,7 @@ tests/interop/conftest.py does, and give each test a client session."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -20,3 +20,13 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
     """A raw HTTP client; a fresh connection pool per test."""
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+def dead_url() -> Iterator[str]:
+    """An upstream URL where connections are refused for the whole test: its port is
+    held by this process (bound, never listening), so nothing else can take it."""
+    from tests.e2e.gateway_proc import HeldPort
+
+    with HeldPort() as held:
+        yield f"http://127.0.0.1:{held.port}/mcp"

@@ -135,6 +135,7 @@ class FakeUpstream:
         self.calls = 0
         self.initializes = 0
         self.cancelled: list[Any] = []
+        self.abandoned = 0  # `wedged`: requests the client closed unanswered
         self._cancel_seen = asyncio.Condition()
         self.sessions: set[str] = set()
         self.url = ""
@@ -168,11 +169,17 @@ class FakeUpstream:
         app = web.Application()
         app.router.add_route("*", "/mcp", self._handle)
         # handle_signals=False: several fakes share the test's loop.
+        # A wedged server sees its clients give up (their requests' handlers cancelled).
         self._runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, shutdown_timeout=1.0
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=1.0,
+            handler_cancellation=self.behaviour == "wedged",
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        # A given port is a HeldPort's (tests.e2e.gateway_proc): shared with it.
+        site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_port=bool(port))
         await site.start()
         bound = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
         self.url = f"http://127.0.0.1:{bound}/mcp"
@@ -304,7 +311,11 @@ class FakeUpstream:
                         "notifications/cancelled"
                     ):
                         await self._record_cancel(message)
-            await self.released.wait()
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.abandoned += 1  # the client gave up on this request (closed it)
+                raise
             return web.Response(status=503)
         if request.method == "DELETE":
             self.sessions.discard(request.headers.get("Mcp-Session-Id", ""))

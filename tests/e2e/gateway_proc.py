@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -19,9 +20,34 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
+    """A port free a moment ago (bound, then released: another process may take it).
+    Prefer ``HeldPort``, or ``--listen 127.0.0.1:0`` read back, which ``gateway()`` does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class HeldPort:
+    """A loopback port this process keeps for its whole life: bound with SO_REUSEPORT
+    and never listening, so connections to it are refused until a server of this
+    process binds it too (``reuse_port=True``), and refused again once that server
+    stops (a restarted fake gets the same port back; no other process can take it)."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = int(self._sock.getsockname()[1])
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> HeldPort:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass
@@ -35,6 +61,27 @@ class RunningGateway:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+_LOGS = itertools.count(1)
+_LISTENING = re.compile(
+    r'"port": (\d+)[^\n]*"event": "gateway listening"|gateway listening.*port=(\d+)'
+)
+
+
+def _listening_port(log_path: Path, timeout: float, process: subprocess.Popen[bytes]) -> int:
+    """The port the gateway logged it listens on (polled, bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = _LISTENING.search(log_path.read_text(errors="replace"))
+        if match is not None:
+            return int(match.group(1) or match.group(2))
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"the gateway exited with {process.returncode}:\n{log_path.read_text()}"
+            )
+        time.sleep(0.05)  # polling, bounded by the deadline
+    raise TimeoutError(f"the gateway did not say which port it listens on within {timeout}s")
 
 
 def wait_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
@@ -118,9 +165,10 @@ def gateway(
     log holds no traceback or error line (``expected_errors``: regexes of lines the
     test expects; ``check=False`` only for a test that stops the process itself and
     checks the exit on its own)."""
-    port = port or free_port()
-    log_path = tmp_path / f"gateway-{port}.log"
-    argv = [sys.executable, "-m", "gateway", "serve", "--listen", f"127.0.0.1:{port}"]
+    # Port 0 unless told: the gateway binds a free port and logs it (never a port
+    # released by this process that another could take meanwhile).
+    log_path = tmp_path / f"gateway-{next(_LOGS)}.log"
+    argv = [sys.executable, "-m", "gateway", "serve", "--listen", f"127.0.0.1:{port or 0}"]
     for route in routes:
         argv += ["--route", route]
     argv += list(extra)
@@ -131,6 +179,9 @@ def gateway(
         )
     running = RunningGateway(f"http://127.0.0.1:{port}", process, log_path)
     try:
+        if not port:
+            bound = _listening_port(log_path, timeout, process)
+            running.base = f"http://127.0.0.1:{bound}"
         wait_http(running.url("/healthz"), timeout, process)
         yield running
     except BaseException:

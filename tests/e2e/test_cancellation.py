@@ -22,6 +22,7 @@ from tests.e2e.fake_upstreams import FakeUpstream
 from tests.e2e.gateway_proc import gateway
 
 VERSION = "2025-06-18"
+CANCELLED = "the request was cancelled by the client"
 
 
 @contextlib.asynccontextmanager
@@ -62,16 +63,23 @@ async def test_a_legacy_clients_cancel_reaches_the_upstream(tmp_path: Path) -> N
         cancel = notification("notifications/cancelled", {"requestId": 41})
         sent = await post(http, url, cancel, session_headers(session_id, VERSION))
         assert sent.status == 202, sent.text
-        # The upstream hears the cancellation of its own request id ...
+        # The upstream hears the cancellation of its own id for that very call ...
         cancelled = await upstream.wait_cancelled(1, within=10)
-        assert cancelled and cancelled[0] is not None
-        # ... and the client's request ends promptly instead of hanging.
+        assert cancelled == upstream.call_ids == [upstream.call_ids[0]], (
+            cancelled,
+            upstream.call_ids,
+        )
+        # ... and the client's request ends promptly with an error answer to its id.
         reply = await asyncio.wait_for(call, 10)
-        assert "cancelled" in str(reply.message).lower(), reply.text
+        assert reply.message["id"] == 41, reply.text
+        assert reply.error["message"] == CANCELLED, reply.text
 
 
 async def test_a_client_that_goes_away_cancels_the_upstream_call(tmp_path: Path) -> None:
     async with hanging_call(tmp_path, 7) as (_, _, _, upstream, call):
         call.cancel()  # drops the connection mid-call
         cancelled = await upstream.wait_cancelled(1, within=10)
-        assert cancelled and cancelled[0] is not None
+        assert cancelled == upstream.call_ids and len(cancelled) == 1, (
+            cancelled,
+            upstream.call_ids,
+        )

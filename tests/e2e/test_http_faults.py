@@ -38,11 +38,14 @@ from tests.e2e.fake_client import (
     text_of,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import REPO, RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import REPO, RunningGateway, gateway
 
 # A fault must be reported well within this (seconds); the route timeout is far below it.
 PROMPT = 5.0
 ROUTE_TIMEOUT = 0.5
+# Longer: the wedged test tells its events apart by this much (a stalled loop must not
+# see the courtesy cancel given up before the answer it came with).
+WEDGED_TIMEOUT = 2.0
 
 
 @contextlib.asynccontextmanager
@@ -116,9 +119,9 @@ async def list_tools_legacy(http: aiohttp.ClientSession, url: str, session_id: s
 
 
 async def test_an_unreachable_upstream_is_a_prompt_error(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
 ) -> None:
-    nothing = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    nothing = dead_url  # nothing listens there
     async with (
         fakes("ok") as (good,),
         running_gateway(f"/bad={nothing}", f"/good={good.url}", tmp_path=tmp_path) as gw,
@@ -139,9 +142,9 @@ async def test_an_unreachable_upstream_is_a_prompt_error(
 
 
 async def test_a_failed_initialize_mints_no_session(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
 ) -> None:
-    nothing = f"http://127.0.0.1:{free_port()}/mcp"
+    nothing = dead_url
     async with (
         fakes("ok") as (good,),
         running_gateway(f"/bad={nothing}", f"/good={good.url}", tmp_path=tmp_path) as gw,
@@ -181,7 +184,9 @@ async def test_a_slow_upstream_times_out(
         reply = await stuck
         elapsed = time.monotonic() - started
         assert_upstream_error(reply, 9, "did not answer in time", "timed out")
-        assert ROUTE_TIMEOUT <= elapsed < PROMPT, elapsed
+        # Not before the timeout (a lower bound: a busy machine only makes it later; the
+        # upper one is the client's own `within`).
+        assert elapsed >= ROUTE_TIMEOUT, elapsed
 
         # A modern client meets the same timeout, in its own revision.
         reply = await call_tool_modern(http, bad, "echo", {"text": "y"}, id_="m", within=PROMPT)
@@ -199,22 +204,23 @@ async def test_a_wedged_upstream_times_out_within_one_timeout(
     async with (
         fakes("wedged", "ok") as (stuck, good),
         running_gateway(
-            f"/bad={stuck.url},timeout={ROUTE_TIMEOUT}", f"/good={good.url}", tmp_path=tmp_path
+            f"/bad={stuck.url},timeout={WEDGED_TIMEOUT}", f"/good={good.url}", tmp_path=tmp_path
         ) as gw,
     ):
         bad = gw.url("/bad")
         session_id = await open_session(http, bad)
-        started = time.monotonic()
         reply = await call_tool_legacy(
             http, bad, session_id, "echo", {"text": "x"}, id_=9, within=PROMPT
         )
-        elapsed = time.monotonic() - started
+        # The courtesy notifications/cancelled must not hold the answer for another
+        # timeout: when the answer arrives, the gateway has given up on no request but
+        # the call itself (the wedged server holds the cancellation's POST, unanswered).
+        abandoned_by_then = stuck.abandoned
         assert_upstream_error(reply, 9, "did not answer in time", "timed out")
-        await assert_unaffected(http, gw)
-        # Two timeouts cannot fit below this: one read timeout plus overhead can.  (The
-        # courtesy notifications/cancelled must not hold the answer for another timeout.)
-        assert elapsed < 2 * ROUTE_TIMEOUT, f"the error took {elapsed:.2f}s"
+        assert abandoned_by_then == 0, abandoned_by_then
         assert await stuck.wait_cancelled(1, WAIT)
+        # (And the gateway does give up on that POST, in its own time.)
+        await assert_unaffected(http, gw)
 
 
 # --------------------------------------------------------------------------- garbage

@@ -27,7 +27,7 @@ from tests.e2e.fake_client import (
     text_of,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import RunningGateway, gateway
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CALL_FIELDS = {
@@ -157,10 +157,12 @@ async def test_errors_are_counted_by_outcome(http: aiohttp.ClientSession, tmp_pa
         assert errors and 'outcome="upstream_protocol"' in errors[0], text
 
 
-async def test_readyz_follows_the_upstream(http: aiohttp.ClientSession, tmp_path: Path) -> None:
+async def test_readyz_follows_the_upstream(
+    http: aiohttp.ClientSession, tmp_path: Path, dead_url: str
+) -> None:
     fake = RecordingUpstream()
     await fake.start()
-    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    dead = dead_url
     try:
         async with running(f"/mcp={fake.url}", tmp_path=tmp_path) as gw:
             status, text = await get(http, gw.url("/readyz"))
@@ -238,7 +240,6 @@ async def test_sigterm_drains_the_call_in_flight(
             call_tool_legacy(http, gw.url(), session, "echo", {"text": "late"}, within=WAIT * 2)
         )
         await asyncio.wait_for(fake.call_started.wait(), WAIT)
-        signalled = time.monotonic()
         gw.process.send_signal(signal.SIGTERM)
         await wait_for_log(gw, '"event": "draining"')
         # Draining: no new connections, the call still running.
@@ -251,7 +252,7 @@ async def test_sigterm_drains_the_call_in_flight(
         assert text_of(reply.result) == "echo: late"
         code = await asyncio.to_thread(gw.process.wait, WAIT)
         assert code == 0, gw.log()[-3000:]
-        assert time.monotonic() - signalled < drain
+        assert "drain deadline passed" not in gw.log()  # the call ended, not the deadline
         # The upstream session was ended (DELETE) on the way out.
         assert fake.sessions == set()
         assert '"event": "drained"' in gw.log()
@@ -269,15 +270,16 @@ async def test_the_drain_deadline_bounds_the_shutdown(
             call_tool_legacy(http, gw.url(), session, "echo", {"text": "never"})
         )
         await asyncio.wait_for(fake.call_started.wait(), WAIT)
-        signalled = time.monotonic()
         gw.process.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(gw.process.wait, WAIT)
         assert code == 0, gw.log()[-3000:]
-        assert time.monotonic() - signalled < 0.5 + 5
+        # It exited with the upstream still holding the call: the deadline cut it off.
         assert "drain deadline passed" in gw.log()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(call, WAIT)  # cut off: whatever the client saw, it ended
-        assert call.done()
+        assert not fake.released.is_set()
+        # The client's call ends at once, cut off (its connection closed), not by its own
+        # timeout.
+        (ended,) = await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), WAIT)
+        assert isinstance(ended, aiohttp.ClientError), repr(ended)
 
 
 async def test_upstream_headers_from_env_and_extra_forwarded_headers(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -31,7 +32,7 @@ from tests.e2e.fake_client import (
     session_headers,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
+from tests.e2e.gateway_proc import HeldPort, RunningGateway, gateway
 
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 TOOLS_CHANGED = "notifications/tools/list_changed"
@@ -86,8 +87,9 @@ async def next_notification(reader: SseReader, method: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def notify_port() -> int:
-    return free_port()
+def notify_port() -> Iterator[int]:
+    with HeldPort() as held:
+        yield held.port
 
 
 @pytest.fixture
@@ -398,3 +400,37 @@ async def test_a_new_upstream_session_is_subscribed_again(
         fake.notify(UPDATED, {"uri": WATCHED})
         updated = await next_notification(reader, UPDATED)
         assert updated["params"]["_meta"][SUB_ID] == "L-9"
+
+
+# ------------------------------------------------------------------- shutdown
+
+DRAIN_TIMEOUT = 120.0  # what the gateway would wait for calls in flight
+ENDS_WITHIN = 20.0  # an open listen must not hold the shutdown anywhere near that
+
+
+@pytest.mark.parametrize("era", ["legacy", "stateless"])
+async def test_an_open_listen_ends_promptly_on_sigterm(
+    http: aiohttp.ClientSession, modern: ModernFake, tmp_path: Any, era: str
+) -> None:
+    """A listen lasts as long as its client: SIGTERM ends it with its final answer
+    (a graceful end) instead of counting it as a call to wait the drain out for."""
+    legacy = FakeUpstream("notify")
+    await legacy.start()
+    upstream = legacy.url if era == "legacy" else modern.url
+    try:
+        with gateway(
+            f"/mcp={upstream}", extra=("--drain-timeout", str(DRAIN_TIMEOUT)), tmp_path=tmp_path
+        ) as gw:
+            async with listen(http, gw.url("/mcp"), "L-D", {"toolsListChanged": True}) as reader:
+                await next_notification(reader, ACK)
+                gw.process.send_signal(signal.SIGTERM)
+                final = await reader.next_message(ENDS_WITHIN)
+                assert final.get("id") == "L-D" and "result" in final, final
+                with pytest.raises(EOFError):
+                    await reader.next(ENDS_WITHIN)
+            # Waited for off the loop: the fakes must keep answering the shutdown.
+            code = await asyncio.to_thread(gw.process.wait, ENDS_WITHIN)
+            assert code == 0, gw.log()[-4000:]
+            assert '"drained"' in gw.log() or "drained" in gw.log()
+    finally:
+        await legacy.stop()

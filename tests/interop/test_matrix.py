@@ -49,6 +49,19 @@ SERVERS = {
 }
 EXPECTED_URIS = {"demo://text", "demo://binary"} | {f"demo://many/{i}" for i in range(25)}
 BASE_TOOLS = {"echo", "add", "image", "fail", "summarize", "show_roots", "progress"}
+METHOD_NOT_FOUND = -32601
+# What the older Python SDK servers answer to an unknown method themselves (direct, no
+# gateway): 1.9.4, 1.22.0 and 1.30.0 fail the request's validation; 1.7.1 drops its SSE stream,
+# which the gateway reports as an unreachable upstream.  Every other server: -32601.
+UNKNOWN_METHOD_ANSWER = {
+    "python-1.7.1-server": (-32603, "the upstream is unreachable"),
+    "python-1.9.4-server": (-32602, "Invalid request parameters"),
+    "python-1.22.0-server": (-32602, "Invalid request parameters"),
+    "python-1.30.0-server": (-32602, "Invalid request parameters"),
+}
+# What the `progress` tool logs (at info, once per step): every client asks for info
+# (logging/setLevel, or 2026-07-28's per-request level).
+PROGRESS_LOGS = ["working"] * 3
 RESULTS = Path(os.environ.get("MATRIX_RESULTS", Path(__file__).parent / ".matrix.json"))
 
 
@@ -142,8 +155,13 @@ def check_cell(out: dict[str, Any], client_rev: str, server: Peer) -> dict[str, 
         lambda r: _eq([m["content"].get("text") for m in r["messages"]], ["Hello, Ada!"]),
     )
     step("complete", lambda r: _eq(r["completion"]["values"], ["alice"]))
+    # The upstream's own answer to an unknown method, relayed: not a timeout, a dropped
+    # client connection or some other error.
     unknown = steps.get("unknown_method", {})
-    verdicts["unknown_method"] = "ok" if "error" in unknown else f"wrong: {unknown}"
+    error = unknown.get("error") or {}
+    code, message = UNKNOWN_METHOD_ANSWER.get(server.name, (METHOD_NOT_FOUND, ""))
+    answered = error.get("code") == code and message in str(error.get("message"))
+    verdicts["unknown_method"] = "ok" if answered else f"wrong: {unknown}"[:300]
     return verdicts
 
 
@@ -203,12 +221,19 @@ def check_interactive(out: dict[str, Any], client_rev: str, server: Peer) -> dic
         step("call_ask_name", lambda got: any("_mcp_answers" in t for t in got))
     step("call_summarize", ["summary: sampled: hello world"])
     step("call_show_roots", ["file:///tmp/root"])
+    # A handshake-era client's logging/setLevel must succeed (2026-07-28 asks per request).
+    if client_rev != "2026-07-28":
+        level = steps.get("set_level", {})
+        verdicts["set_level"] = "ok" if "result" in level else f"error: {level or 'missing'}"
     entry = steps.get("call_progress", {})
     result = entry.get("result")
+    logs = PROGRESS_LOGS
     if result is None:
         verdicts["call_progress"] = f"error: {entry.get('error', 'missing')}"
     elif texts(result) != ["done 3"] or result.get("progress") != [1, 2, 3]:
         verdicts["call_progress"] = f"wrong: {texts(result)} progress={result.get('progress')}"
+    elif result.get("logs") != logs:
+        verdicts["call_progress"] = f"wrong: logs={result.get('logs')}, expected {logs}"
     else:
         verdicts["call_progress"] = "ok"
     return verdicts

@@ -7,6 +7,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
+from gateway.bridge.forwarder import Forwarder
 from gateway.bridge.subscriptions import (
     NotificationSink,
     SubscriptionHub,
@@ -25,6 +28,8 @@ from gateway.core import (
 from gateway.protocol.adapter import Adapter
 from gateway.protocol.selection import AdapterSet
 from gateway.protocol.v2026_07_28 import ACKNOWLEDGED, SUBSCRIPTION_ID, Adapter2026_07_28
+from gateway.upstream.link import UpstreamLink
+from gateway.upstream.settings import UpstreamSettings
 
 WITHIN = 5.0
 CLIENT = ClientContext("2025-11-25")
@@ -141,7 +146,16 @@ async def settle(hub: SubscriptionHub) -> None:
             await asyncio.wait(set(hub._tasks))
 
 
-def test_a_link_is_a_subscription_upstream() -> None:
+async def test_the_real_link_is_a_subscription_upstream() -> None:
+    """The forwarder silently routes no change notifications for a link that fails this
+    check: the gateway's own link must pass it (and the test's stand-in too)."""
+    async with aiohttp.ClientSession() as http:
+        link = UpstreamLink(UpstreamSettings("http://127.0.0.1:9/mcp"), AdapterSet.default(), http)
+        try:
+            assert isinstance(link, SubscriptionUpstream)
+            assert Forwarder(link).subscriptions is not None
+        finally:
+            await link.close()
     assert isinstance(ScriptedUpstream(), SubscriptionUpstream)
 
 

@@ -104,6 +104,7 @@ async function main() {
       getPrompt: (name, a) => client.getPrompt({ name, arguments: a }),
       complete: (params) => client.complete(params),
       rawRequest: (method, params) => client.request({ method, params }, z.object({}).passthrough()),
+      setLevel: (level) => client.setLoggingLevel(level),
     };
     await runScenario(run, adapter, args.scenario);
   }

@@ -97,6 +97,8 @@ async function main() {
       callTool: (name, a, o = {}) => client.callTool({ name, arguments: a },
         o.withProgress ? { onprogress: () => {} } : undefined),
       readResource: (uri) => client.readResource({ uri }),
+      // logging/setLevel exists only in the handshake era (2026-07-28 asks per request).
+      setLevel: client.getProtocolEra() !== 'modern' ? (level) => client.setLoggingLevel(level) : undefined,
       getPrompt: (name, a) => client.getPrompt({ name, arguments: a }),
       complete: (params) => client.complete(params),
       rawRequest: (method, params) => client.request({ method, params }, z.looseObject({})),

@@ -192,12 +192,12 @@ async def scenario(client: Client, rec: Recorder, cb: Interactive, interactive: 
         )
         await rec.step("call_show_roots", lambda: client.call_tool("show_roots", {}))
 
+        # The log level opt-in is a step of its own: a failure shows in the verdicts.
+        # (2026-07-28 has no logging/setLevel: a level is asked per request.)
+        if client.protocol_version not in ("2026-07-28",):
+            await rec.step("set_level", lambda: client.set_logging_level("info"))
+
         async def call_progress():
-            if client.protocol_version not in ("2026-07-28",):
-                try:
-                    await client.set_logging_level("info")
-                except Exception as exc:
-                    print(f"logging/setLevel failed: {exc!r}", file=sys.stderr)
             result = await client.call_tool(
                 "progress", {"steps": 3}, progress_callback=cb.on_progress
             )

@@ -255,6 +255,8 @@ export async function runScenario(run, a, scenario) {
   await run.step('call_ask_name', () => a.callTool('ask_name', {}));
   await run.step('call_summarize', () => a.callTool('summarize', { text: 'hello world' }));
   await run.step('call_show_roots', () => a.callTool('show_roots', {}));
+  // The log level opt-in is a step of its own: a failure shows in the verdicts.
+  if (a.setLevel) await run.step('set_level', () => a.setLevel('info'));
   await run.step('call_progress', async () => {
     a.progress.length = 0;
     a.logs.length = 0;
