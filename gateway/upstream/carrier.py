@@ -11,8 +11,9 @@ or not (one shared SSE stream, or stdio).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from types import AsyncGeneratorType
 from typing import Any
 
 from gateway.core import Failure, FailureKind
@@ -73,7 +74,7 @@ class Exchange:
         # Closed here, not left to the garbage collector, whose finaliser costs the
         # event loop a wake-up and a task per call.
         messages = self.messages
-        if isinstance(messages, AsyncGenerator) and not messages.ag_running:
+        if isinstance(messages, AsyncGeneratorType) and not messages.ag_running:
             await messages.aclose()
 
 
