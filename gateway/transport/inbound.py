@@ -197,6 +197,9 @@ class Pipeline:
     async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
         """What the upstream offers, asked once per message (a Failure when it is not there)."""
         if arrival._profile is None:
+            known = self.route.backend.known_profile()
+            if known is not None:
+                return known  # the usual case: no task to share a lookup
             arrival._profile = asyncio.ensure_future(
                 self.route.profile(arrival.principal, arrival.forwarded)
             )
@@ -388,20 +391,15 @@ class Pipeline:
         (where a cancelled call is still answered; elsewhere the transport registers
         the whole call's task, see :class:`Pipeline`)."""
         running = arrival.running if self.answer_cancelled else None
+        if running is None or call.id is None:
+            # Nothing can cancel it on its own: no task of its own either.
+            return await _outcome(self.route.forwarder.handle(call, exchange))
         task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
-        if running is not None and call.id is not None:
-            running[call.id] = task
+        running[call.id] = task
         try:
-            return await task
-        except Failure as failure:
-            return failure
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the request itself went away
-            return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+            return await _outcome(task)
         finally:
-            if running is not None and call.id is not None and running.get(call.id) is task:
+            if running.get(call.id) is task:
                 del running[call.id]
 
     def _exchange(
@@ -449,6 +447,19 @@ class Pipeline:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         self.sessions.close_all()
+
+
+async def _outcome(work: Awaitable[Outcome]) -> Outcome:
+    """The call's outcome, a Failure raised or a cancellation by the client included."""
+    try:
+        return await work
+    except Failure as failure:
+        return failure
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the request itself went away
+        return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
