@@ -1,11 +1,9 @@
-"""Bench-only launcher of `gateway serve`: optionally on uvloop, optionally under cProfile.
+"""Bench-only launcher of `gateway serve`, optionally under cProfile.
 
-    python -m bench.gwlaunch [--uvloop] [--profile PATH] -- serve --listen ... --route ...
+    python -m bench.gwlaunch [--profile PATH] -- serve --listen ... --route ... --loop ...
 
-The gateway cannot choose its event loop yet; installing uvloop's policy before
-its ``asyncio.run`` makes that run on uvloop, without touching gateway code.
-The profile is written when the gateway returns (it does on SIGTERM, after
-draining).
+The event loop is the gateway's own `--loop` setting.  The profile is written
+when the gateway returns (it does on SIGTERM, after draining).
 """
 
 from __future__ import annotations
@@ -17,10 +15,6 @@ import sys
 def main(argv: list[str]) -> None:
     split = argv.index("--")
     options, gateway_args = argv[:split], argv[split + 1 :]
-    if "--uvloop" in options:
-        import uvloop
-
-        uvloop.install()
     profile_path = options[options.index("--profile") + 1] if "--profile" in options else None
     sys.argv = ["gateway", *gateway_args]
     from gateway.cli import app

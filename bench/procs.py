@@ -145,8 +145,6 @@ class Lab:
     ) -> Mid:
         port = free_port()
         launcher = [sys.executable, "-m", "bench.gwlaunch"]
-        if uvloop:
-            launcher.append("--uvloop")
         if profile_path is not None:
             launcher += ["--profile", str(profile_path)]
         argv = [
@@ -161,6 +159,9 @@ class Lab:
             self.gateway_log_level,
             "--drain-timeout",
             "1",
+            # Explicit both ways: the gateway's default (auto) takes uvloop when installed.
+            "--loop",
+            "uvloop" if uvloop else "asyncio",
         ]
         proc = self._spawn(name, argv)
         base = f"http://{HOST}:{port}"

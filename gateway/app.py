@@ -270,10 +270,13 @@ class Gateway:
         if tracked:
             assert task is not None
             self._requests.add(task)
+        # Bound and reset by token: bound_contextvars() would also copy the whole
+        # context on every request to save what it overrides.
+        tokens = structlog.contextvars.bind_contextvars(**context)
         try:
-            with structlog.contextvars.bound_contextvars(**context):
-                return await handler(request)
+            return await handler(request)
         finally:
+            structlog.contextvars.reset_contextvars(**tokens)
             if tracked:
                 assert task is not None
                 self._requests.discard(task)

@@ -11,11 +11,13 @@ config file; a bad one is reported on one line and the exit code is 2.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import secrets
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +35,7 @@ from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Op
 from gateway.observability import configure_logging
 from gateway.protocol import AdapterSet
 from gateway.settings import (
+    EVENT_LOOPS,
     LOG_FORMATS,
     LOG_LEVELS,
     STDIO_PREFIX,
@@ -128,6 +131,15 @@ DrainTimeoutOption = Annotated[
     ),
 ]
 
+LoopOption = Annotated[
+    str | None,
+    typer.Option(
+        "--loop",
+        metavar="LOOP",
+        help="The event loop: auto (uvloop when installed), asyncio or uvloop.  [default: auto]",
+    ),
+]
+
 TrustForwardedOption = Annotated[
     bool | None,
     typer.Option(
@@ -154,6 +166,7 @@ def serve(
     log_level: LogLevelOption = None,
     log_format: LogFormatOption = None,
     drain_timeout: DrainTimeoutOption = None,
+    loop: LoopOption = None,
     trust_forwarded: TrustForwardedOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
@@ -161,7 +174,7 @@ def serve(
 
     Every option can also be set as an environment variable (GATEWAY_LISTEN,
     GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
-    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_SESSION_IDLE_TIMEOUT,
+    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_SESSION_IDLE_TIMEOUT,
     GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG) or in the config file; flags win over
     the environment, which wins over the file.
     """
@@ -172,10 +185,12 @@ def serve(
         "log_level": _choice("--log-level", log_level, LOG_LEVELS),
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
+        "event_loop": _choice("--loop", loop, EVENT_LOOPS),
         "trust_forwarded": trust_forwarded or None,
     }
     try:
         settings = load_settings(flags)
+        loop_factory = _loop_factory(settings.event_loop)
         gateway = Gateway.from_settings(settings)
         for spec in settings.routes:
             spec.upstream_headers()  # secrets must be there now, not at the first call
@@ -188,11 +203,28 @@ def serve(
         return
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(gateway.serve_forever(demo=not settings.routes))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(gateway.serve_forever(demo=not settings.routes))
     except OSError as exc:  # e.g. the port is taken
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
     except KeyboardInterrupt:  # a signal before the handlers were installed
         raise typer.Exit(130) from None
+
+
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when asked for or (auto) installed; None: asyncio's own."""
+    if choice == "asyncio":
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        if choice == "uvloop":
+            raise SettingsError(
+                "event_loop uvloop: uvloop is not installed (the gateway's `uvloop` extra)"
+            ) from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def _check_version(version: str | None, where: str, adapters: AdapterSet) -> None:

@@ -156,6 +156,10 @@ def _parked(route: Route) -> int:
         return 0
 
 
+# A call's counter, error counter (None for a success) and latency histogram children.
+_Children = tuple[Counter, Counter | None, Histogram]
+
+
 class Metrics:
     """The Prometheus metrics of one gateway."""
 
@@ -190,6 +194,7 @@ class Metrics:
         )
         build.add_metric([__version__], 1)
         self._build = build
+        self._children: dict[tuple[str, str, str, str, str], _Children] = {}
         self.registry.register(_RouteGauges(routes, in_flight))
         self.registry.register(_Static([build]))
 
@@ -200,12 +205,24 @@ class Metrics:
         upstream = str(record.get("upstream_revision") or UNKNOWN)
         outcome = str(record.get("outcome") or UNKNOWN)
         method = method_label(record.get("method"))
-        self.requests.labels(route, method, client, upstream, outcome).inc()
-        if outcome not in SUCCESS_OUTCOMES:
-            self.errors.labels(route, method, client, upstream, outcome).inc()
+        key = (route, method, client, upstream, outcome)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = self._bind(key)
+        counted, failed, timed = children
+        counted.inc()
+        if failed is not None:
+            failed.inc()
         duration = record.get("duration_ms")
         if isinstance(duration, int | float):
-            self.latency.labels(route, client, upstream).observe(duration / 1000)
+            timed.observe(duration / 1000)
+
+    def _bind(self, key: tuple[str, str, str, str, str]) -> _Children:
+        """The labelled children of one route, method, revision pair and outcome: looked
+        up once (``labels()`` takes a lock and builds its key on every call)."""
+        route, _, client, upstream, outcome = key
+        failed = self.errors.labels(*key) if outcome not in SUCCESS_OUTCOMES else None
+        return self.requests.labels(*key), failed, self.latency.labels(route, client, upstream)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

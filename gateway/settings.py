@@ -44,6 +44,7 @@ TRANSPORTS = ("auto", "http", "sse")
 CACHE_SCOPES = ("private", "public")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "console")
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 # Options of the `--route PATH=UPSTREAM[,key=value...]` syntax.  List options
 # take several values separated by `|` (e.g. allowed_hosts=a.example|b.example).
 ROUTE_OPTIONS = {
@@ -293,6 +294,8 @@ class Settings(BaseSettings):
     routes: Annotated[list[RouteSpec], NoDecode] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
+    # auto: uvloop when it is installed (the `uvloop` extra), else asyncio's own loop.
+    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
     session_idle_timeout: float = Field(3600.0, gt=0)
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
     drain_timeout: float = Field(30.0, ge=0)
@@ -306,7 +309,7 @@ class Settings(BaseSettings):
     def _parse_routes(cls, value: Any) -> Any:
         return _routes(value)
 
-    @field_validator("log_level", "log_format", mode="before")
+    @field_validator("log_level", "log_format", "event_loop", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value

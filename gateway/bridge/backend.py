@@ -61,6 +61,13 @@ class Backend:
             self._profile_of = verdict
         return self._profile
 
+    def known_profile(self) -> ServerProfile | None:
+        """The profile ``profile`` would return at once (its verdict still holds), if any."""
+        verdict = self.link.verdict
+        if verdict is None or verdict is not self._profile_of:
+            return None
+        return self._profile
+
     @property
     def upstream_revision(self) -> str | None:
         """The revision the upstream was found to speak (None until known)."""

@@ -272,6 +272,8 @@ class Forwarder:
         parked.emit = exchange.emit
         inner = replace(exchange, ask=ask, emit=emit)
         parked.task = asyncio.get_running_loop().create_task(self.upstream.execute(call, inner))
+        # Its end wakes _settle as an ask does (no waiter task per call).
+        parked.task.add_done_callback(lambda _: parked.changed.set())
         return await self._settle(call, exchange, parked)
 
     async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
@@ -302,11 +304,7 @@ class Forwarder:
                     state = self.sealer.seal(call, exchange.route, exchange.principal, body)
                     return InputRequired(asks=asks, state=state)
                 parked.changed.clear()
-                changed = asyncio.ensure_future(parked.changed.wait())
-                try:
-                    await asyncio.wait({parked.task, changed}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    changed.cancel()
+                await parked.changed.wait()  # an ask, or the end of the task
         except asyncio.CancelledError:
             # The client went away while we waited.  Nobody holds a state for what was
             # asked meanwhile (it is handed out only in the answer), so nobody can resume

@@ -204,6 +204,9 @@ class Pipeline:
     async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
         """What the upstream offers, asked once per message (a Failure when it is not there)."""
         if arrival._profile is None:
+            known = self.route.backend.known_profile()
+            if known is not None:
+                return known  # the usual case: no task to share a lookup
             arrival._profile = asyncio.ensure_future(
                 self.route.profile(arrival.principal, arrival.forwarded)
             )
@@ -434,29 +437,26 @@ class Pipeline:
         (where a cancelled call is still answered; elsewhere the transport registers
         the whole call's task, see :class:`Pipeline`)."""
         running = arrival.running if self.answer_cancelled else None
+        listen = call.operation is Operation.LISTEN
+        if not listen and (running is None or call.id is None):
+            # Nothing can cancel it on its own: no task of its own either.
+            return await _outcome(self.route.forwarder.handle(call, exchange))
         task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
         if running is not None and call.id is not None:
             running[call.id] = task
-        listen = call.operation is Operation.LISTEN
         if listen:
             self.listens.add(task)
             if self._ending_listens:
                 task.cancel()
         try:
-            return await task
-        except Failure as failure:
-            return failure
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the request itself went away
-            if listen and self._ending_listens:
-                return Value({})  # the gateway ends it: a graceful end, as the spec asks
-            return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+            return await _outcome(task, graceful=self._listen_ended if listen else None)
         finally:
             self.listens.discard(task)
             if running is not None and call.id is not None and running.get(call.id) is task:
                 del running[call.id]
+
+    def _listen_ended(self) -> bool:
+        return self._ending_listens
 
     def end_listens(self) -> None:
         """End every open listen (and any that arrives later) with its final answer."""
@@ -510,6 +510,25 @@ class Pipeline:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         self.sessions.close_all()
+
+
+async def _outcome(
+    work: Awaitable[Outcome], graceful: Callable[[], bool] | None = None
+) -> Outcome:
+    """The call's outcome, a Failure raised or a cancellation by the client included.
+    ``graceful()``: the cancellation was the gateway ending a listen, which ends as
+    the spec asks (an empty result)."""
+    try:
+        return await work
+    except Failure as failure:
+        return failure
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the request itself went away
+        if graceful is not None and graceful():
+            return Value({})
+        return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from types import AsyncGeneratorType
 from typing import Any
 
 from gateway.core import Failure, FailureKind
@@ -70,6 +71,11 @@ class Exchange:
         """Stop reading (closing the HTTP response, which on 2026 cancels)."""
         if self.closer is not None:
             await self.closer()
+        # Closed here, not left to the garbage collector, whose finaliser costs the
+        # event loop a wake-up and a task per call.
+        messages = self.messages
+        if isinstance(messages, AsyncGeneratorType) and not messages.ag_running:
+            await messages.aclose()
 
 
 class Carrier(ABC):

@@ -32,6 +32,8 @@ EVENT_STREAM = "text/event-stream"
 # Error bodies are only kept for diagnostics and era probing: no need for more.
 _MAX_ERROR_BODY = 64 * 1024
 _SEND_OK = frozenset({200, 202, 204})
+# How long an answered SSE response may take to end before its connection is dropped.
+_DRAIN_S = 5.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -189,15 +191,18 @@ class _Stream:
         self._max_event_size = max_event_size
         self._registry = registry
         self.closed = False
+        # Answered: the response is left to end on its own (see _finish).
+        self._answered = False
         registry.add(self)
 
     def close(self) -> None:
-        """Drop the response (idempotent; a no-op once released)."""
+        """Drop the response (idempotent; a no-op once answered)."""
         self.closed = True
         self._registry.discard(self)
-        # close(), not release(): dropping the connection is what tells the
-        # upstream to stop (Streamable HTTP cancellation).
-        self._resp.close()
+        if not self._answered:
+            # close(), not release(): dropping the connection is what tells the
+            # upstream to stop (Streamable HTTP cancellation).
+            self._resp.close()
 
     async def aclose(self) -> None:
         self.close()
@@ -251,11 +256,22 @@ class _Stream:
             self.close()
 
     def _finish(self) -> None:
-        # The upstream is done with this stream; release() keeps the
-        # connection for reuse when the body was read to its end.
+        """The upstream answered: let the connection go back to the pool.
+
+        release() before the body's end (the chunked terminator often arrives
+        just after the answer's event) would make aiohttp close the connection.
+        Left alone, aiohttp pools it by itself at the end of the body; an
+        upstream that does not end it within ``_DRAIN_S`` loses it.
+        """
         self.closed = True
+        self._answered = True
         self._registry.discard(self)
-        self._resp.release()
+        resp = self._resp
+        if resp.content.is_eof():
+            resp.release()
+            return
+        timer = asyncio.get_running_loop().call_later(_DRAIN_S, resp.close)
+        resp.content.on_eof(timer.cancel)
 
 
 # --------------------------------------------------------------------------- Streamable HTTP

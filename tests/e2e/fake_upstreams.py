@@ -7,6 +7,8 @@ with an `Mcp-Session-Id`, notifications get 202, `tools/list` lists `echo`.
 Then `tools/call` does whatever the behaviour says:
 
   ok        answer `echo: <text>` (the well-behaved neighbour)
+  ok_sse    the same answer as the one event of an SSE response (the body's end follows
+            in a write of its own, as a real server's does)
   hang      never answer (until teardown releases the handler)
   hang_sse  open an SSE response, send one notification, then go silent
   wedged    never answer, and from then on answer nothing at all (a stuck server)
@@ -50,6 +52,7 @@ BEHAVIOURS = (
     "urlreq",
     "logs",
     "ok",
+    "ok_sse",
     "hang",
     "hang_sse",
     "wedged",
@@ -140,6 +143,8 @@ class FakeUpstream:
         self.sessions: set[str] = set()
         self.url = ""
         self._runner: web.AppRunner | None = None
+        # Every TCP connection a request came on (its transport): how many were opened.
+        self.connections: set[Any] = set()
         # The `ask` behaviour: what was asked and what came back, in order.
         self.call_ids: list[Any] = []  # upstream ids of every tools/call
         self.asked: list[dict[str, Any]] = []  # the server requests sent
@@ -303,6 +308,7 @@ class FakeUpstream:
     # ------------------------------------------------------------- protocol
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.connections.add(request.transport)
         if self.behaviour == "wedged" and self.call_started.is_set():
             if request.method == "POST":
                 with contextlib.suppress(ValueError):
@@ -422,10 +428,15 @@ class FakeUpstream:
         self, request: web.Request, id_: Any, params: dict[str, Any]
     ) -> web.StreamResponse:
         behaviour = self.behaviour
-        if behaviour in ("ok", "logs"):
+        if behaviour in ("ok", "logs", "ok_sse"):
             text = str((params.get("arguments") or {}).get("text", ""))
             result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
-            return web.json_response(_rpc_result(id_, result))
+            if behaviour != "ok_sse":
+                return web.json_response(_rpc_result(id_, result))
+            answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await answer.prepare(request)
+            await answer.write(_sse(_rpc_result(id_, result)))
+            return answer
         if behaviour in ("hang", "wedged"):
             await self.released.wait()
             return web.json_response(_rpc_error(id_, -32603, "released at teardown"))
