@@ -824,6 +824,17 @@ class Adapter(ABC):
                 )
         return None
 
+    # Streamable HTTP requests of this revision mirror annotated tool arguments
+    # into `Mcp-Param-*` headers (the server checks them against the tool).
+    mirrors_params: ClassVar[bool] = False
+
+    def check_param_headers(
+        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+    ) -> Failure | None:
+        """A tools/call's `Mcp-Param-*` headers against the called tool's declared
+        header parameters and the body's arguments: none before the stateless era."""
+        return None
+
     # ---- the handshake, answered by the gateway itself
 
     def negotiate(self, requested: str, supported: Iterable[str]) -> str:

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
+from typing import Any
 
 import aiohttp
 import structlog
@@ -220,6 +221,11 @@ class UpstreamLink:
         when the tool was never listed)."""
         facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.task_support if facts is not None else None
+
+    async def listed_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
+        """The called tool as the upstream listed it (None: never listed)."""
+        facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+        return facts.listed if facts is not None else None
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange
