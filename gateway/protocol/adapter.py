@@ -755,6 +755,11 @@ class Adapter(ABC):
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         return dict(ask.params)
 
+    def refuse_ask(self, ask: Ask) -> Answer | None:
+        """The answer for the server when this revision cannot put ``ask`` to its
+        clients at all (None: it can, as `project_ask_params` projects it)."""
+        return None
+
     # ---- tasks toward clients of the tasks extension (the gateway runs them)
 
     def runs_client_tasks(self, capabilities: dict[str, Any]) -> bool:
