@@ -228,6 +228,10 @@ class Adapter(ABC):
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
     transports: ClassVar[frozenset[str]] = frozenset({"http", "sse", "stdio"})
+    # Streamable HTTP SSE streams carry event ids and resume after `Last-Event-ID`;
+    # `primes_streams`: each opens with a priming event (an id, empty data, `retry`).
+    resumable_streams: ClassVar[bool] = False
+    primes_streams: ClassVar[bool] = False
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]

@@ -117,6 +117,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     session_header: ClassVar[str | None] = None
     version_header = True
+    resumable_streams = False  # each request's stream is its own; no Last-Event-ID
+    primes_streams = False
 
     codes = {
         **Adapter2025_11_25.codes,
