@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, Exchange, ServerProfile
+from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.link import UpstreamLink, Verdict
 
@@ -61,9 +61,9 @@ class Backend:
             self._profile_of = verdict
         return self._profile
 
-    async def listed_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The tool a tools/call names, as the upstream listed it (None: not listed)."""
-        return await self.link.listed_tool(call, exchange)
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream listed it through this route (None: not seen)."""
+        return self.link.listed_tool(name)
 
     @property
     def upstream_revision(self) -> str | None:

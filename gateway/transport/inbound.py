@@ -353,7 +353,7 @@ class Pipeline:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            refused = await self._check_param_headers(arrival, call, exchange)
+            refused = self._check_param_headers(arrival, call)
             outcome = refused or await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
@@ -384,19 +384,17 @@ class Pipeline:
         replies = await asyncio.gather(*(self.run(arrival, call, send) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
-    async def _check_param_headers(
-        self, arrival: Arrival, call: Call, exchange: Exchange
-    ) -> Failure | None:
-        """A tools/call's mirrored argument headers, checked against the tool the
-        upstream listed (only revisions that mirror them, on HTTP)."""
+    def _check_param_headers(self, arrival: Arrival, call: Call) -> Failure | None:
+        """A tools/call's mirrored argument headers, checked against the tool as the
+        upstream listed it (only revisions that mirror them, on HTTP)."""
         adapter = arrival.adapter
         if call.operation is not Operation.TOOLS_CALL or not adapter.mirrors_params:
             return None
-        if arrival.preamble.transport != "http":
+        if arrival.preamble.transport != "http" or call.name is None:
             return None
-        tool = await self.route.backend.listed_tool(call, exchange)
+        tool = self.route.backend.listed_tool(call.name)
         if tool is None:
-            return None
+            return None  # never listed here: the client cannot know its headers either
         arguments = call.params.get("arguments")
         return adapter.check_param_headers(tool, arguments, arrival.preamble)
 

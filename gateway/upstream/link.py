@@ -222,9 +222,11 @@ class UpstreamLink:
         facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.task_support if facts is not None else None
 
-    async def listed_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The called tool as the upstream listed it (None: never listed)."""
-        facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream's last list through here showed it (None: not seen).
+        Never reads the list itself: a read would take the place of a client's call
+        and hear asks meant for it (a client learns a tool from a list anyway)."""
+        facts = self._tools.known(name)
         return facts.listed if facts is not None else None
 
     async def _param_headers(

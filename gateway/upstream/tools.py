@@ -63,6 +63,10 @@ class ToolIndex:
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
 
+    def known(self, name: str) -> ToolFacts | None:
+        """The facts of a tool a list that passed through named (no list is read)."""
+        return self._tools.get(name)
+
     async def lookup(
         self, call: Call, run: Callable[[Call], Awaitable[Outcome]]
     ) -> ToolFacts | None:

@@ -125,6 +125,10 @@ async def test_a_modern_clients_param_headers_are_checked_against_the_tool(tmp_p
     try:
         with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
+                # The client learns the tool's header parameters from the list.
+                listing = modern_request(4, "tools/list")
+                listed = await post(http, gw.url("/mcp"), listing, modern_headers("tools/list"))
+                assert listed.status == 200, listed.text
                 accepted = [
                     {"Mcp-Param-Region": "=?base64?SGVsbG8=?=", "Mcp-Param-Shard": "7"},
                     {"mcp-param-region": "Hello", "MCP-PARAM-SHARD": "7.0"},
