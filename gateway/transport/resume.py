@@ -1,4 +1,4 @@
-"""Resumable SSE streams toward a session's client (Streamable HTTP, 2025-03-26 on).
+"""Resumable SSE streams toward a session's client (revisions with `resumable_streams`).
 
 Every event the gateway writes on one of a session's streams (a POST's answer, the
 standalone GET stream) gets an id ``<stream>.<seq>`` and is kept, so a client that
