@@ -68,6 +68,10 @@ class Backend:
             return None
         return self._profile
 
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream listed it through this route (None: not seen)."""
+        return self.link.listed_tool(name)
+
     @property
     def upstream_revision(self) -> str | None:
         """The revision the upstream was found to speak (None until known)."""

@@ -228,6 +228,10 @@ class Adapter(ABC):
     session_header: ClassVar[str | None] = "mcp-session-id"
     version_header: ClassVar[bool] = False
     transports: ClassVar[frozenset[str]] = frozenset({"http", "sse", "stdio"})
+    # Streamable HTTP SSE streams carry event ids and resume after `Last-Event-ID`;
+    # `primes_streams`: each opens with a priming event (an id, empty data, `retry`).
+    resumable_streams: ClassVar[bool] = False
+    primes_streams: ClassVar[bool] = False
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]
@@ -755,6 +759,11 @@ class Adapter(ABC):
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         return dict(ask.params)
 
+    def refuse_ask(self, ask: Ask) -> Answer | None:
+        """The answer for the server when this revision cannot put ``ask`` to its
+        clients at all (None: it can, as `project_ask_params` projects it)."""
+        return None
+
     # ---- tasks toward clients of the tasks extension (the gateway runs them)
 
     def runs_client_tasks(self, capabilities: dict[str, Any]) -> bool:
@@ -822,6 +831,17 @@ class Adapter(ABC):
                     FailureKind.NOT_ACCEPTABLE,
                     "Accept must list both application/json and text/event-stream",
                 )
+        return None
+
+    # Streamable HTTP requests of this revision mirror annotated tool arguments
+    # into `Mcp-Param-*` headers (the server checks them against the tool).
+    mirrors_params: ClassVar[bool] = False
+
+    def check_param_headers(
+        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+    ) -> Failure | None:
+        """A tools/call's `Mcp-Param-*` headers against the called tool's declared
+        header parameters and the body's arguments: none before the stateless era."""
         return None
 
     # ---- the handshake, answered by the gateway itself

@@ -106,12 +106,17 @@ class AdapterSet:
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         per_request = self.named_version(message)
+        header = preamble.header("mcp-protocol-version")
         if per_request is not None:
             adapter = self.by_version.get(per_request)
             if adapter is None or adapter.has_handshake:
+                # A header naming a stateless revision spoken here, with a body naming
+                # another: a header/body mismatch, which that revision's checks report.
+                named = self.by_version.get(header) if header is not None else None
+                if named is not None and not named.has_handshake:
+                    return named
                 return self.unsupported(per_request, stateless=True)
             return adapter
-        header = preamble.header("mcp-protocol-version")
         if header is not None:
             adapter = self.by_version.get(header)
             if adapter is None:

@@ -18,6 +18,7 @@ class Adapter2025_03_26(Adapter2024_11_05):
     server_capabilities = Adapter2024_11_05.server_capabilities | {"completions"}
     progress_message = True
     session_header: ClassVar[str | None] = "mcp-session-id"
+    resumable_streams = True
 
     def describe_tool(
         self, spec: ToolSpec, profile: ServerProfile | None = None

@@ -31,5 +31,7 @@ class Adapter2025_11_25(Adapter2025_06_18):
     server_capabilities = Adapter2025_06_18.server_capabilities | {"tasks"}
     client_capabilities = Adapter2025_06_18.client_capabilities | {"tasks"}
     client_elicitation_modes = frozenset({"form", "url"})
+    flat_elicitation = False  # titled and multi-select enums, defaults everywhere
+    primes_streams = True  # SEP-1699: older clients' parsers choke on empty data
 
     codes = {**Adapter2025_06_18.codes, FailureKind.URL_ELICITATION_REQUIRED: -32042}

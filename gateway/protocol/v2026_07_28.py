@@ -4,6 +4,8 @@ and ask for input with `input_required` results instead."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -115,6 +117,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     session_header: ClassVar[str | None] = None
     version_header = True
+    resumable_streams = False  # each request's stream is its own; no Last-Event-ID
+    primes_streams = False
 
     codes = {
         **Adapter2025_11_25.codes,
@@ -379,6 +383,37 @@ class Adapter2026_07_28(Adapter2025_11_25):
                 return _mismatch(f"Mcp-Name does not match params.{field}")
         return None
 
+    mirrors_params = True
+
+    def check_param_headers(
+        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+    ) -> Failure | None:
+        """Each `Mcp-Param-{Name}` the tool declares: present exactly when its argument
+        has a value, well-formed (visible ASCII, or valid `=?base64?...?=`), and equal
+        to that value once decoded.  Other transports carry no such headers."""
+        if preamble.transport != "http" or preamble.http_method != "POST":
+            return None
+        paths = self.client_param_paths(tool)
+        if not paths:
+            return None  # nothing declared (or a tool whose annotations break the rules)
+        args = arguments if isinstance(arguments, dict) else {}
+        for path, name in paths.items():
+            value: Any = args
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            header = preamble.header(f"mcp-param-{name}")
+            where = "arguments." + ".".join(path)
+            if header is None:
+                if _mirrored(value):
+                    return _mismatch(f"the Mcp-Param-{name} header is required ({where} is set)")
+                continue
+            text = _strict_header_value(header)
+            if text is None:
+                return _mismatch(f"Mcp-Param-{name} is not a valid header value")
+            if not _mirrored(value) or not _same_value(text, value):
+                return _mismatch(f"Mcp-Param-{name} does not match {where}")
+        return None
+
     # ---------------------------------------------------------------- client
 
     def client_headers(
@@ -550,6 +585,39 @@ def _annotations(
     elif isinstance(schema, list):
         for item in schema:
             yield from _annotations(item, None)
+
+
+def _mirrored(value: Any) -> bool:
+    """An argument value a client mirrors into its header (absent and null are not)."""
+    return isinstance(value, str | bool) or (
+        isinstance(value, int | float) and float(value).is_integer()
+    )
+
+
+def _strict_header_value(header: str) -> str | None:
+    """A header's value, decoded when wrapped; None when it holds characters a header
+    may not (RFC 9110: visible ASCII, space, tab) or the Base64 is malformed."""
+    value = header.strip(" \t")
+    if any(not (0x20 <= ord(c) <= 0x7E or c == "\t") for c in value):
+        return None
+    if not (value.startswith("=?base64?") and value.endswith("?=")) or len(value) < 11:
+        return value
+    try:
+        return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _same_value(text: str, value: Any) -> bool:
+    """A decoded header against its argument: integers compare as numbers."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, int | float):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return isinstance(value, str) and text == value
 
 
 def _mismatch(message: str) -> Failure:

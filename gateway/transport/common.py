@@ -126,6 +126,9 @@ def push_asker(
         message = adapter.encode_ask(ask, session.next_request_id())
         if message is None or not ask.allowed_by(session.view.capabilities):
             return None  # not something this client can be asked
+        refused = adapter.refuse_ask(ask)
+        if refused is not None:
+            return refused  # it cannot be put in the client's revision: say why
         request_id = message["id"]
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         session.pending[request_id] = future

@@ -17,10 +17,11 @@ import structlog
 from aiohttp import web
 
 from gateway.auth.front import Admission
-from gateway.core import Call, Failure, FailureKind, Preamble
+from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter
 from gateway.transport.common import first_id, is_initialize, too_large
 from gateway.transport.inbound import Arrival, Pipeline, Refusal
+from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session
 from gateway.wire.sse import encode_event
@@ -33,31 +34,57 @@ SESSION_QUERY = "sessionId"
 
 
 class Responder:
-    """One POST's answer: plain JSON unless something must be streamed first."""
+    """One POST's answer: plain JSON unless something must be streamed first.
 
-    def __init__(self, request: web.Request, headers: dict[str, str]) -> None:
+    With a session's ``log`` (a revision with resumable streams) every event has an
+    id and is kept for a reconnect; with ``priming`` the stream opens with a priming
+    event."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        headers: dict[str, str],
+        log: EventLog | None = None,
+        *,
+        priming: bool = False,
+    ) -> None:
         self.request = request
         self.headers = headers
         self.stream: web.StreamResponse | None = None
         self._lock = asyncio.Lock()
+        self._log = log
+        self._priming = priming
+        self._number = 0
+
+    async def open(self) -> web.StreamResponse:
+        """The SSE stream, opened (and primed) now if it was not yet."""
+        if self.stream is None:
+            self.stream = web.StreamResponse(
+                status=200,
+                headers={**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"},
+            )
+            await self.stream.prepare(self.request)
+            if self._log is not None:
+                self._number = self._log.open()
+                if self._priming:
+                    await self.stream.write(self._log.priming(self._number))
+        return self.stream
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
-            if self.stream is None:
-                self.stream = web.StreamResponse(
-                    status=200,
-                    headers={
-                        **self.headers,
-                        "Content-Type": EVENT_STREAM,
-                        "Cache-Control": "no-cache",
-                    },
-                )
-                await self.stream.prepare(self.request)
-            await self.stream.write(encode_event(orjson.dumps(message).decode(), event="message"))
+            await self.open()
+            assert self.stream is not None
+            data = orjson.dumps(message).decode()
+            if self._log is not None:
+                await self.stream.write(self._log.record(self._number, data))
+            else:
+                await self.stream.write(encode_event(data, event="message"))
 
     async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
         if self.stream is not None:
             await self.send(message)
+            if self._log is not None:
+                self._log.finish(self._number)
             await self.stream.write_eof()
             return self.stream
         return web.Response(
@@ -72,6 +99,7 @@ class Endpoint:
         self.route = route
         self.adapters = route.adapters
         self.pipeline = Pipeline(route, route.sessions, _queue)
+        self._logs: dict[str, EventLog] = {}  # by session id, while the session lasts
 
     def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> web.Response:
         failure = refusal.failure
@@ -81,6 +109,22 @@ class Endpoint:
             content_type=JSON,
             headers={**failure.headers, **(headers or {})},
         )
+
+    def _log_of(self, session: Session | None) -> EventLog | None:
+        """The session's log of resumable SSE events (None: its revision has none)."""
+        adapter = self.pipeline.session_adapter(session)
+        if session is None or adapter is None or not adapter.resumable_streams:
+            return None
+        log = self._logs.get(session.id)
+        if log is None:
+            log = self._logs[session.id] = EventLog()
+            session_id = session.id
+
+            def forget() -> None:
+                self._logs.pop(session_id, None)
+
+            session.on_close.append(forget)
+        return log
 
     def _failure(self, adapter: Adapter, failure: Failure) -> web.Response:
         """A failure before any message was read, in ``adapter``'s words."""
@@ -183,7 +227,8 @@ class Endpoint:
     ) -> web.StreamResponse:
         """Streamable HTTP: the answers in the response, as JSON or as an SSE stream."""
         adapter, failures, requests = arrival.adapter, arrival.failures, arrival.requests
-        responder = Responder(request, headers)
+        log = self._log_of(arrival.session)
+        responder = Responder(request, headers, log, priming=adapter.primes_streams)
         if isinstance(arrival.preamble.body, list):
             answers = [
                 adapter.encode_failure(f.id, f.failure, None) for f in failures if f.id is not None
@@ -194,6 +239,8 @@ class Endpoint:
             return await responder.finish(answers)
         if failures:
             return self._refuse(Refusal(adapter, failures[0].failure, failures[0].id), headers)
+        if log is not None and adapter.primes_streams and requests[0].operation in MAY_ASK:
+            await responder.open()  # a call that may run long: resumable from the start
         reply = await self.pipeline.run(arrival, requests[0], responder.send)
         responder.headers.update(reply.headers)
         return await responder.finish(reply.message, reply.status)
@@ -239,13 +286,41 @@ class Endpoint:
             return self._failure(
                 reporter, Failure(FailureKind.SESSION_NOT_FOUND, "Session not found")
             )
+        log = self._log_of(session)
+        last = headers.get("last-event-id")
+        resumed = log.after(last) if log is not None and last is not None else None
+        if resumed is not None and log is not None and resumed[0] != log.standalone:
+            return await self._replay(request, resumed[1])  # a POST's stream, polled
         if session.stream_open:
             return web.Response(status=409, text="a stream is already open for this session")
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
         await stream.prepare(request)
-        await self._pump(session, stream)
+        number = 0
+        if log is not None:
+            if resumed is not None:
+                number = resumed[0]
+                for frame in resumed[1]:
+                    await stream.write(frame)
+            else:
+                number = log.standalone = log.open()
+                adapter = self.pipeline.session_adapter(session)
+                if adapter is not None and adapter.primes_streams:
+                    await stream.write(log.priming(number))
+        await self._pump(session, stream, log, number)
+        return stream
+
+    async def _replay(self, request: web.Request, missed: list[bytes]) -> web.StreamResponse:
+        """A POST's stream, resumed: what it sent since the client's last event.  It
+        ends there; a call still running is polled again (the `retry` delay)."""
+        stream = web.StreamResponse(
+            headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        for frame in missed:
+            await stream.write(frame)
+        await stream.write_eof()
         return stream
 
     async def _legacy_sse_stream(self, request: web.Request, principal: str) -> web.StreamResponse:
@@ -267,14 +342,25 @@ class Endpoint:
             self.pipeline.end_session(session.id)
         return stream
 
-    async def _pump(self, session: Session, stream: web.StreamResponse) -> None:
+    async def _pump(
+        self,
+        session: Session,
+        stream: web.StreamResponse,
+        log: EventLog | None = None,
+        number: int = 0,
+    ) -> None:
+        """The session's standalone stream; with a ``log``, event ``number``'s ids."""
         self.pipeline.stream_opened(session, True)
         try:
             while True:
                 message = await session.outbox.get()
                 if message is None:
                     break
-                await stream.write(encode_event(orjson.dumps(message).decode(), event="message"))
+                data = orjson.dumps(message).decode()
+                if log is not None:
+                    await stream.write(log.record(number, data))
+                else:
+                    await stream.write(encode_event(data, event="message"))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

@@ -402,7 +402,8 @@ class Pipeline:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            outcome = await self._handle(arrival, call, exchange)
+            refused = self._check_param_headers(arrival, call)
+            outcome = refused or await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
         observe(
@@ -431,6 +432,20 @@ class Pipeline:
         """A batch's calls, concurrently; their answers in order."""
         replies = await asyncio.gather(*(self.run(arrival, call, send) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
+
+    def _check_param_headers(self, arrival: Arrival, call: Call) -> Failure | None:
+        """A tools/call's mirrored argument headers, checked against the tool as the
+        upstream listed it (only revisions that mirror them, on HTTP)."""
+        adapter = arrival.adapter
+        if call.operation is not Operation.TOOLS_CALL or not adapter.mirrors_params:
+            return None
+        if arrival.preamble.transport != "http" or call.name is None:
+            return None
+        tool = self.route.backend.listed_tool(call.name)
+        if tool is None:
+            return None  # never listed here: the client cannot know its headers either
+        arguments = call.params.get("arguments")
+        return adapter.check_param_headers(tool, arguments, arrival.preamble)
 
     async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
         """Run the call as a task of its own, which the client's cancellation can stop

@@ -9,7 +9,7 @@ classes never close it; they close only the responses they opened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -31,6 +31,12 @@ EVENT_STREAM = "text/event-stream"
 
 # Error bodies are only kept for diagnostics and era probing: no need for more.
 _MAX_ERROR_BODY = 64 * 1024
+# A call's stream the upstream ends before answering is resumed (GET with
+# `Last-Event-ID`) at most this often, waiting the `retry` it asked for, bounded.
+MAX_RESUMES = 5
+MAX_RETRY_MS = 5000
+# Opens the GET that resumes a stream after the given event id (None: refused).
+Reopen = Callable[[str], Awaitable[aiohttp.ClientResponse | None]]
 _SEND_OK = frozenset({200, 202, 204})
 # How long an answered SSE response may take to end before its connection is dropped.
 _DRAIN_S = 5.0
@@ -185,7 +191,11 @@ class _Stream:
     """
 
     def __init__(
-        self, resp: aiohttp.ClientResponse, max_event_size: int, registry: set[_Stream]
+        self,
+        resp: aiohttp.ClientResponse,
+        max_event_size: int,
+        registry: set[_Stream],
+        reopen: Reopen | None = None,
     ) -> None:
         self._resp = resp
         self._max_event_size = max_event_size
@@ -194,6 +204,11 @@ class _Stream:
         # Answered: the response is left to end on its own (see _finish).
         self._answered = False
         registry.add(self)
+        # Resumption: a GET with `Last-Event-ID` when the stream ends before its answer.
+        self._reopen = reopen
+        self._last_id: str | None = None
+        self._retry_ms = 0
+        self._resumes = 0
 
     def close(self) -> None:
         """Drop the response (idempotent; a no-op once answered)."""
@@ -224,17 +239,25 @@ class _Stream:
                     if self.closed:
                         return
                     if answer and not isinstance(exc, TimeoutError):
+                        if await self._resume():
+                            parser = SseParser(self._max_event_size)
+                            continue
                         raise CarrierError(
                             f"upstream closed the stream before answering: {exc}"
                         ) from exc
                     raise _transport_error(exc, "reading the upstream SSE stream") from exc
                 if not chunk:
+                    if answer and await self._resume():
+                        parser = SseParser(self._max_event_size)
+                        continue
                     break
                 try:
                     events = parser.feed(chunk)
                 except SseError as exc:
                     raise CarrierError(str(exc)) from exc
                 for event in events:
+                    self._last_id = event.id or self._last_id
+                    self._retry_ms = event.retry if event.retry is not None else self._retry_ms
                     if answer and event.type == "endpoint":
                         # An HTTP+SSE server opened its stream in answer to a POST:
                         # it will never answer here, so say so (as a refusal) now.
@@ -254,6 +277,22 @@ class _Stream:
                 raise CarrierError("upstream closed the stream before answering")
         finally:
             self.close()
+
+    async def _resume(self) -> bool:
+        """The upstream ended the stream before answering but gave event ids: wait
+        the `retry` it asked for (bounded) and go on reading a GET with `Last-Event-ID`."""
+        if self._reopen is None or self._last_id is None or self._resumes >= MAX_RESUMES:
+            return False
+        self._resumes += 1
+        await asyncio.sleep(min(self._retry_ms, MAX_RETRY_MS) / 1000)
+        resp = await self._reopen(self._last_id)
+        if resp is None or self.closed:
+            if resp is not None:
+                resp.close()
+            return False
+        self._resp.close()
+        self._resp = resp
+        return True
 
     def _finish(self) -> None:
         """The upstream answered: let the connection go back to the pool.
@@ -333,12 +372,33 @@ class StreamableHttpCarrier(Carrier):
             client_timeout=limits,
         )
         try:
-            return await self._exchange(resp, request_id)
+            return await self._exchange(resp, request_id, self._reopener(headers, limits))
         except BaseException:
             resp.close()
             raise
 
-    async def _exchange(self, resp: aiohttp.ClientResponse, request_id: Any) -> Exchange:
+    def _reopener(self, headers: Mapping[str, str], limits: aiohttp.ClientTimeout) -> Reopen:
+        """How a call's stream is resumed: a GET with the call's headers and the last id."""
+
+        async def reopen(last_event_id: str) -> aiohttp.ClientResponse | None:
+            fixed = _headers(headers, Accept=EVENT_STREAM, Last_Event_ID=last_event_id)
+            fixed.popall("Content-Type", None)
+            try:
+                resp = await _open(
+                    self._session, "GET", self.url, headers=fixed, client_timeout=limits
+                )
+            except CarrierError:
+                return None
+            if resp.status == 200 and resp.content_type == EVENT_STREAM:
+                return resp
+            resp.release()
+            return None
+
+        return reopen
+
+    async def _exchange(
+        self, resp: aiohttp.ClientResponse, request_id: Any, reopen: Reopen | None = None
+    ) -> Exchange:
         status = resp.status
         if status in (401, 403):
             # Credentials refused: the client must hear it as such, whatever the body.
@@ -356,7 +416,7 @@ class StreamableHttpCarrier(Carrier):
             resp.release()
             return Exchange(status, resp.headers, _iterate([error]))
         if resp.content_type == EVENT_STREAM:
-            stream = _Stream(resp, self._max_message_size, self._streams)
+            stream = _Stream(resp, self._max_message_size, self._streams, reopen)
             return Exchange(
                 status,
                 resp.headers,

@@ -18,6 +18,7 @@ import hashlib
 import itertools
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
+from typing import Any
 
 import aiohttp
 import orjson
@@ -271,6 +272,13 @@ class UpstreamLink:
         when the tool was never listed)."""
         facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.task_support if facts is not None else None
+
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream's last list through here showed it (None: not seen).
+        Never reads the list itself: a read would take the place of a client's call
+        and hear asks meant for it (a client learns a tool from a list anyway)."""
+        facts = self._tools.known(name)
+        return facts.listed if facts is not None else None
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange

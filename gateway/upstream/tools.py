@@ -28,6 +28,8 @@ class ToolFacts:
     param_paths: dict[tuple[str, ...], str]
     # The tool's `execution.taskSupport`, if it says.
     task_support: str | None
+    # The tool as listed (the inbound side checks a call's headers against it).
+    listed: dict[str, Any]
 
 
 class ToolIndex:
@@ -57,9 +59,13 @@ class ToolIndex:
                 log.warning("dropping a tool with an invalid x-mcp-header", tool=name)
                 continue
             if isinstance(name, str):
-                self._tools[name] = ToolFacts(paths, _task_support(tool))
+                self._tools[name] = ToolFacts(paths, _task_support(tool), tool)
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
+
+    def known(self, name: str) -> ToolFacts | None:
+        """The facts of a tool a list that passed through named (no list is read)."""
+        return self._tools.get(name)
 
     async def lookup(
         self, call: Call, run: Callable[[Call], Awaitable[Outcome]]

@@ -125,14 +125,7 @@ NOT_APPLICABLE: dict[str, tuple[str, ...]] = {
 }
 
 # Gateway lanes that fail today: (lane, scenario) -> what fails (for the issue list).
-GATEWAY_XFAIL: dict[tuple[str, str], str] = {
-    ("modern-via-gateway", "server-stateless"): (
-        "sep-2575-http-server-header-mismatch-400: server/discover with header "
-        "MCP-Protocol-Version 2026-07-28 but _meta protocolVersion 'v999.0.0' gets "
-        "400/-32022 (unsupported version) from the gateway; the spec wants -32020 "
-        "HeaderMismatch, which the server itself answers"
-    ),
-}
+GATEWAY_XFAIL: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -121,8 +121,8 @@ def _parse_block(lines: list[str]) -> SseEvent | None:
             seen = True
         elif name == "id":
             event.id = value
-    if not seen:
-        return None
+    if not seen or data == [""]:
+        return None  # no data, or one empty line (a priming event): nothing dispatched
     event.data = "\n".join(data)
     return event
 

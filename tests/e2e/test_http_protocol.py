@@ -541,3 +541,60 @@ async def test_concurrent_modern_clients_with_the_same_id(
         assert reply.status == 200, reply.text
         assert reply.message["id"] == 1
         assert text_of(reply.result) == f"echo: m{n}"
+
+
+# ------------------------------------------------------------ resumable streams
+
+
+def _raw_events(text: str) -> list[dict[str, str]]:
+    """Every SSE block as its fields (priming events included)."""
+    out = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            name, sep, value = line.partition(":")
+            if sep and name:
+                fields[name] = fields.get(name, "") + value.removeprefix(" ")
+        if fields:
+            out.append(fields)
+    return out
+
+
+async def test_a_2025_11_25_call_streams_resumably(http: aiohttp.ClientSession, url: str) -> None:
+    """SEP-1699: the call's SSE stream opens with a priming event (an id, empty data, a
+    retry delay), every event has an id, and a GET with `Last-Event-ID` replays what
+    that stream sent after it."""
+    session_id = await open_session(http, url, "2025-11-25")
+    reply = await call_tool_legacy(http, url, session_id, "echo", {"text": "r"})
+    assert reply.content_type == EVENT_STREAM, reply.text
+    events = _raw_events(reply.text)
+    priming, *rest = events
+    assert priming["data"] == "" and priming["id"] and int(priming["retry"]) > 0
+    assert all(e.get("id") for e in rest)
+    assert text_of(reply.result) == "echo: r"
+    headers = {**session_headers(session_id, "2025-11-25"), "Accept": EVENT_STREAM}
+    del headers["Content-Type"]
+    async with http.get(url, headers={**headers, "Last-Event-ID": priming["id"]}) as again:
+        assert again.status == 200 and again.content_type == EVENT_STREAM
+        replayed = _raw_events(await asyncio.wait_for(again.text(), WAIT))
+    assert replayed == rest
+    async with http.get(url, headers={**headers, "Last-Event-ID": rest[-1]["id"]}) as done:
+        assert _raw_events(await asyncio.wait_for(done.text(), WAIT)) == []
+
+
+@pytest.mark.parametrize(("version", "primed"), [("2025-06-18", False), ("2025-11-25", True)])
+async def test_the_standalone_stream_has_ids_and_primes_where_the_revision_does(
+    http: aiohttp.ClientSession, url: str, version: str, primed: bool
+) -> None:
+    session_id = await open_session(http, url, version)
+    headers = {**session_headers(session_id, version), "Accept": EVENT_STREAM}
+    del headers["Content-Type"]
+    async with http.get(url, headers=headers) as stream:
+        assert stream.status == 200
+        if primed:
+            first = (await asyncio.wait_for(stream.content.readuntil(b"\n\n"), WAIT)).decode()
+            assert "id: " in first and "retry: " in first and first.endswith("data:\n\n")
+        async with http.delete(url, headers=session_headers(session_id, version)) as response:
+            assert response.status in (200, 204)
+        rest = (await asyncio.wait_for(stream.content.read(), WAIT)).decode()
+        assert "retry:" not in rest  # nothing else was sent; a 2025-06-18 stream is not primed

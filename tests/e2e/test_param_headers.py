@@ -13,6 +13,8 @@ from aiohttp import web
 
 from tests.e2e.fake_client import (
     call_tool_legacy,
+    modern_headers,
+    modern_request,
     open_session,
     post,
     request,
@@ -49,7 +51,7 @@ TOOLS = [
 ]
 
 
-async def _modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+async def modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
     async def handle(request_: web.Request) -> web.Response:
         body = await request_.json()
         method, id_ = body.get("method"), body.get("id")
@@ -83,7 +85,7 @@ async def _modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, s
 
 async def test_mcp_param_headers_are_sent_and_invalid_tools_hidden(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
-    runner, url = await _modern_upstream(seen)
+    runner, url = await modern_upstream(seen)
     try:
         with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
@@ -108,5 +110,52 @@ async def test_mcp_param_headers_are_sent_and_invalid_tools_hidden(tmp_path: Pat
                 names = [tool["name"] for tool in listed.result["tools"]]
                 assert names == ["query"]  # `broken` is not offered
             await runner.cleanup()
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_modern_clients_param_headers_are_checked_against_the_tool(tmp_path: Path) -> None:
+    """The gateway processes the body, so it checks the `Mcp-Param-*` headers a
+    2026-07-28 client mirrors (SEP-2243): malformed, missing or different is 400/-32020."""
+    seen: list[dict[str, str]] = []
+    runner, url = await modern_upstream(seen)
+    arguments = {"region": "Hello", "options": {"shard": 7}}
+    body = modern_request(5, "tools/call", {"name": "query", "arguments": arguments})
+    base = modern_headers("tools/call", "query")
+    try:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                # The client learns the tool's header parameters from the list.
+                listing = modern_request(4, "tools/list")
+                listed = await post(http, gw.url("/mcp"), listing, modern_headers("tools/list"))
+                assert listed.status == 200, listed.text
+                accepted = [
+                    {"Mcp-Param-Region": "=?base64?SGVsbG8=?=", "Mcp-Param-Shard": "7"},
+                    {"mcp-param-region": "Hello", "MCP-PARAM-SHARD": "7.0"},
+                ]
+                for extra in accepted:
+                    reply = await post(http, gw.url("/mcp"), body, {**base, **extra})
+                    assert reply.status == 200, (extra, reply.text)
+                    assert "result" in reply.message, reply.text
+                refused = [
+                    {"Mcp-Param-Region": "=?base64?SGVsbG8?=", "Mcp-Param-Shard": "7"},
+                    {"Mcp-Param-Region": "=?base64?SGVs!!!bG8=?=", "Mcp-Param-Shard": "7"},
+                    {"Mcp-Param-Shard": "7"},  # omitted while arguments.region is set
+                    {"Mcp-Param-Region": "Hello", "Mcp-Param-Shard": "8"},
+                    {"Mcp-Param-Region": "World", "Mcp-Param-Shard": "7"},
+                ]
+                calls_before = len(seen)
+                for extra in refused:
+                    reply = await post(http, gw.url("/mcp"), body, {**base, **extra})
+                    assert reply.status == 400, (extra, reply.text)
+                    assert reply.message["error"]["code"] == -32020, reply.text
+                    assert reply.message["id"] == 5
+                assert len(seen) == calls_before  # none reached the upstream
+                # A header for an argument the body leaves out does not match it either.
+                bare = modern_request(6, "tools/call", {"name": "query", "arguments": {}})
+                reply = await post(http, gw.url("/mcp"), bare, {**base, "Mcp-Param-Shard": "7"})
+                assert reply.status == 400 and reply.message["error"]["code"] == -32020
+                reply = await post(http, gw.url("/mcp"), bare, base)
+                assert reply.status == 200, reply.text
     finally:
         await runner.cleanup()

@@ -540,6 +540,104 @@ def test_2025_06_18_flattens_elicitation_schemas() -> None:
     assert ask.params["requestedSchema"] == NEW_SCHEMA  # untouched
 
 
+# The schema `@modelcontextprotocol/server-everything` 2026.8.31 sends (its
+# trigger-elicitation-request tool), abridged: every 2025-11-25 field kind.
+EVERYTHING_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "name": {"title": "String", "type": "string", "description": "Your name"},
+        "firstLine": {"type": "string", "default": "It was a dark and stormy night."},
+        "email": {"type": "string", "format": "email", "minLength": 3},
+        "integer": {"type": "integer", "minimum": 1, "maximum": 100, "default": 42},
+        "number": {"type": "number", "default": 3.14},
+        "check": {"type": "boolean", "default": False},
+        "untitled": {"type": "string", "enum": ["Monica", "Ross"], "default": "Monica"},
+        "untitledMulti": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "enum": ["Guitar", "Piano"]},
+            "default": ["Guitar"],
+        },
+        "titled": {
+            "type": "string",
+            "title": "Hero",
+            "oneOf": [{"const": "hero-1", "title": "Superman"}, {"const": "hero-2"}],
+            "default": "hero-1",
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {"anyOf": [{"const": "fish-1", "title": "Tuna"}]},
+            "default": ["fish-1"],
+        },
+        "legacy": {
+            "type": "string",
+            "enum": ["pet-1", "pet-2"],
+            "enumNames": ["Cats", "Dogs"],
+            "default": "pet-1",
+        },
+    },
+    "required": ["name", "titled"],
+}
+
+
+def test_2025_06_18_projects_a_2025_11_25_schema_onto_its_own() -> None:
+    ask = Ask(AskKind.ELICIT, {"message": "m", "requestedSchema": EVERYTHING_SCHEMA})
+    v0618 = adapter("2025-06-18")
+    assert v0618.refuse_ask(ask) is None  # only optional fields are lost
+    message = v0618.encode_ask(ask, 1)
+    assert message is not None
+    schema = message["params"]["requestedSchema"]
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "name": {"title": "String", "type": "string", "description": "Your name"},
+            "firstLine": {"type": "string"},
+            "email": {"type": "string", "format": "email", "minLength": 3},
+            "integer": {"type": "integer", "minimum": 1, "maximum": 100},
+            "number": {"type": "number"},
+            "check": {"type": "boolean", "default": False},
+            "untitled": {"type": "string", "enum": ["Monica", "Ross"]},
+            "titled": {
+                "type": "string",
+                "title": "Hero",
+                "enum": ["hero-1", "hero-2"],
+                "enumNames": ["Superman", "hero-2"],
+            },
+            "legacy": {"type": "string", "enum": ["pet-1", "pet-2"], "enumNames": ["Cats", "Dogs"]},
+        },
+        "required": ["name", "titled"],
+    }
+
+
+@pytest.mark.parametrize("field", ["untitledMulti", "titledMulti"])
+def test_2025_06_18_refuses_an_ask_whose_required_field_it_cannot_express(field: str) -> None:
+    schema = {**EVERYTHING_SCHEMA, "required": ["name", field]}
+    ask = Ask(AskKind.ELICIT, {"message": "m", "requestedSchema": schema})
+    answer = adapter("2025-06-18").refuse_ask(ask)
+    assert answer is not None and answer.result is None
+    assert answer.error is not None
+    assert answer.error["code"] == -32602
+    assert field in answer.error["message"] and "2025-06-18" in answer.error["message"]
+    # The server hears it as an error response to its elicitation/create.
+    reply = adapter("2025-06-18").client_answer(9, answer)
+    assert reply["error"]["code"] == -32602 and reply["id"] == 9
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_later_revisions_keep_2025_11_25_schemas(version: str) -> None:
+    schema = {**EVERYTHING_SCHEMA, "required": ["name", "titledMulti"]}
+    ask = Ask(AskKind.ELICIT, {"mode": "form", "message": "m", "requestedSchema": schema})
+    assert adapter(version).refuse_ask(ask) is None
+    assert adapter(version).project_ask_params(ask)["requestedSchema"] == schema
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sampling_and_roots_are_never_refused_for_their_shape(version: str) -> None:
+    for kind in (AskKind.SAMPLE, AskKind.LIST_ROOTS):
+        assert adapter(version).refuse_ask(Ask(kind, {"requestedSchema": {}})) is None
+
+
 def test_2025_11_25_keeps_elicitation_schemas() -> None:
     ask = Ask(AskKind.ELICIT, {"mode": "form", "message": "pick", "requestedSchema": NEW_SCHEMA})
     message = adapter("2025-11-25").encode_ask(ask, 1)

@@ -860,3 +860,61 @@ async def test_probe_times_out(serve: Serve, session: aiohttp.ClientSession) -> 
     app.router.add_get("/mute", mute)
     base = await serve(app)
     assert await open_legacy_sse_probe(session, base / "mute", 0.2) is None
+
+
+def resuming_app(gets: list[dict[str, str]], *, ids: bool = True) -> web.Application:
+    """A call's stream that the server ends before the answer (SEP-1699 polling); the
+    answer comes on the GET that resumes it after the last event id."""
+    app = web.Application()
+    calls: list[Any] = []
+
+    async def post(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        calls.append(body["id"])
+        resp = await open_sse(request)
+        await resp.write(encode_event("", id="s1-0" if ids else None, retry=10))
+        await resp.write(
+            sse(note("notifications/progress", progress=1), id_="s1-1" if ids else None)
+        )
+        await resp.write_eof()  # closes the connection without answering
+        return resp
+
+    async def get(request: web.Request) -> web.StreamResponse:
+        gets.append(dict(request.headers))
+        if request.headers.get("Last-Event-ID") != "s1-1":
+            return web.Response(status=400)
+        resp = await open_sse(request)
+        await resp.write(sse(result(calls[-1], done=True), id_="s1-2"))
+        await resp.write_eof()
+        return resp
+
+    app.router.add_post("/mcp", post)
+    app.router.add_get("/mcp", get)
+    return app
+
+
+async def test_a_stream_ended_before_its_answer_is_resumed_with_last_event_id(
+    serve: Serve, session: aiohttp.ClientSession
+) -> None:
+    gets: list[dict[str, str]] = []
+    carrier = carrier_at(await serve(resuming_app(gets)), "/mcp", session)
+    exchange = await carrier.request(req(7), {"Mcp-Session-Id": "sess-1"})
+    seen = await collect(exchange)
+    assert seen == [note("notifications/progress", progress=1), result(7, done=True)]
+    [headers] = gets
+    assert headers["Last-Event-ID"] == "s1-1"
+    assert headers["Mcp-Session-Id"] == "sess-1"
+    assert headers["Accept"] == "text/event-stream"
+    assert "Content-Type" not in headers
+    assert not carrier._streams
+
+
+async def test_a_stream_without_ids_is_not_resumed(
+    serve: Serve, session: aiohttp.ClientSession
+) -> None:
+    gets: list[dict[str, str]] = []
+    carrier = carrier_at(await serve(resuming_app(gets, ids=False)), "/mcp", session)
+    exchange = await carrier.request(req(7), {})
+    with pytest.raises(CarrierError, match="before answering"):
+        await collect(exchange)
+    assert gets == []

@@ -362,3 +362,102 @@ def test_2026_notifications_are_exempt_from_method_and_name() -> None:
 def test_2026_bodies_the_decoder_reports(body: Any) -> None:
     headers = {"content-type": JSON, "accept": ACCEPT}
     assert SET.by_version[MODERN].check_http(http(body, headers)) is None
+
+
+def test_2026_header_naming_a_spoken_revision_while_meta_names_another() -> None:
+    """Header 2026-07-28, `_meta` another revision: a header/body mismatch (-32020),
+    not an unsupported version (conformance sep-2575-http-server-header-mismatch-400)."""
+    for named in ("v999.0.0", "2025-06-18"):
+        body = request(version=named)
+        headers = modern_headers()
+        selected = select(body, headers)
+        assert version_of(selected) == MODERN
+        mismatch(body, headers)
+    # Both naming the same unknown revision: unsupported, as before.
+    selected = select(request(version="v999.0.0"), {"mcp-protocol-version": "v999.0.0"})
+    assert isinstance(selected, Failure) and selected.kind is FailureKind.UNSUPPORTED_VERSION
+
+
+# ------------------------------------------------------- Mcp-Param headers
+
+TOOL = {
+    "name": "query",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {
+                "type": "object",
+                "properties": {
+                    "shard": {"type": "integer", "x-mcp-header": "Shard"},
+                    "fast": {"type": "boolean", "x-mcp-header": "Fast"},
+                },
+            },
+        },
+    },
+}
+
+
+def param_check(arguments: Any, headers: dict[str, str], transport: str = "http") -> Any:
+    preamble = http(None, {k.lower(): v for k, v in headers.items()}, transport=transport)
+    return SET.by_version[MODERN].check_param_headers(TOOL, arguments, preamble)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers"),
+    [
+        ({}, {}),
+        ({"region": None}, {}),
+        ({"region": "us-west1"}, {"Mcp-Param-Region": "us-west1"}),
+        ({"region": "Hello, 世界"}, {"Mcp-Param-Region": "=?base64?SGVsbG8sIOS4lueVjA==?="}),
+        ({"region": " padded "}, {"Mcp-Param-Region": "=?base64?IHBhZGRlZCA=?="}),
+        ({"region": "=?base64?SGk="}, {"Mcp-Param-Region": "=?base64?SGk="}),  # literal
+        ({"region": "SGk="}, {"Mcp-Param-Region": "SGk="}),
+        ({"opts": {"shard": 42}}, {"mcp-param-shard": "42"}),
+        ({"opts": {"shard": 42}}, {"Mcp-Param-Shard": "42.0"}),
+        (
+            {"opts": {"shard": -7, "fast": False}},
+            {"Mcp-Param-Shard": "-7", "Mcp-Param-Fast": "false"},
+        ),
+        ({"opts": {"tags": ["a"]}}, {}),
+    ],
+)
+def test_2026_param_headers_accepted(arguments: Any, headers: dict[str, str]) -> None:
+    assert param_check(arguments, headers) is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers"),
+    [
+        ({"region": "Hello"}, {"Mcp-Param-Region": "=?base64?SGVsbG8?="}),  # bad padding
+        ({"region": "Hello"}, {"Mcp-Param-Region": "=?base64?SGVs!!!bG8=?="}),  # bad chars
+        ({"region": "Hello"}, {"Mcp-Param-Region": "=?base64?/w==?="}),  # not UTF-8
+        ({"region": "café"}, {"Mcp-Param-Region": "café"}),  # not visible ASCII
+        ({"region": "Hello"}, {}),  # omitted while the body has it
+        ({"region": "Hello"}, {"Mcp-Param-Region": "World"}),
+        ({"region": "Hello"}, {"Mcp-Param-Region": "hello"}),  # values are case-sensitive
+        ({}, {"Mcp-Param-Region": "Hello"}),  # the body has no such value
+        ({"region": None}, {"Mcp-Param-Region": "null"}),
+        ({"opts": {"shard": 42}}, {}),
+        ({"opts": {"shard": 42}}, {"Mcp-Param-Shard": "43"}),
+        ({"opts": {"shard": 42}}, {"Mcp-Param-Shard": "forty-two"}),
+        ({"opts": {"fast": True}}, {"Mcp-Param-Fast": "True"}),
+    ],
+)
+def test_2026_param_headers_refused(arguments: Any, headers: dict[str, str]) -> None:
+    failure = param_check(arguments, headers)
+    assert isinstance(failure, Failure), (arguments, headers)
+    assert failure.kind is FailureKind.HEADER_MISMATCH
+    assert SET.by_version[MODERN].http_status(failure) == 400
+    assert SET.by_version[MODERN].encode_failure(1, failure)["error"]["code"] == -32020
+
+
+def test_param_headers_only_on_2026_streamable_http() -> None:
+    assert param_check({"region": "Hello"}, {}, transport="stdio") is None
+    for version in LEGACY:
+        adapter = SET.by_version[version]
+        assert not adapter.mirrors_params
+        assert adapter.check_param_headers(TOOL, {"region": "x"}, http(None, {})) is None
+    # A tool whose annotations break the rules declares nothing to check.
+    broken = {"inputSchema": {"properties": {"a": {"type": "array", "x-mcp-header": "A"}}}}
+    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, http(None, {})) is None

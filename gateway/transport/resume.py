@@ -1,0 +1,102 @@
+"""Resumable SSE streams toward a session's client (revisions with `resumable_streams`).
+
+Every event the gateway writes on one of a session's streams (a POST's answer, the
+standalone GET stream) gets an id ``<stream>.<seq>`` and is kept, so a client that
+reconnects with ``Last-Event-ID`` gets what that stream sent after it, and nothing of
+another stream.  What is kept is bounded per session, by count and by bytes: the
+oldest events go first, so a client that stays away too long misses them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from gateway.wire.sse import encode_event
+
+# What one session keeps for replay, across its streams.
+MAX_EVENTS = 64
+MAX_BYTES = 256 * 1024
+# The reconnection delay a priming event asks for, in milliseconds.
+RETRY_MS = 1000
+
+
+@dataclass
+class _Stream:
+    seq: int = 0
+    done: bool = False
+    events: deque[tuple[int, bytes]] = field(default_factory=deque)
+
+
+class EventLog:
+    """One session's SSE streams: their event ids and recent events."""
+
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._streams: dict[int, _Stream] = {}
+        self._order: deque[tuple[int, int]] = deque()  # (stream, size), oldest first
+        self._bytes = 0
+        self._next = 0
+        # The standalone (GET) stream's number: resumed, it goes on with new messages.
+        self.standalone: int | None = None
+
+    def open(self) -> int:
+        """A new stream's number."""
+        self._next += 1
+        self._streams[self._next] = _Stream()
+        if len(self._streams) > self.max_events:
+            # Streams that ended without an event kept (a dropped POST) are forgotten.
+            for number in [n for n, s in self._streams.items() if not s.events][:-1]:
+                del self._streams[number]
+        return self._next
+
+    def priming(self, stream: int) -> bytes:
+        """The event that opens a stream: its first id, no data, the retry delay."""
+        return encode_event("", id=f"{stream}.0", retry=RETRY_MS)
+
+    def record(self, stream: int, data: str) -> bytes:
+        """One message event on ``stream``, with its id; kept for replay."""
+        entry = self._streams.setdefault(stream, _Stream())
+        entry.seq += 1
+        frame = encode_event(data, event="message", id=f"{stream}.{entry.seq}")
+        if len(frame) <= self.max_bytes:
+            entry.events.append((entry.seq, frame))
+            self._order.append((stream, len(frame)))
+            self._bytes += len(frame)
+            self._evict()
+        return frame
+
+    def finish(self, stream: int) -> None:
+        """The stream said all it will say (its events stay for a late reconnect)."""
+        entry = self._streams.get(stream)
+        if entry is not None:
+            entry.done = True
+            if not entry.events:
+                del self._streams[stream]
+
+    def after(self, last_event_id: str) -> tuple[int, list[bytes], bool] | None:
+        """The stream a `Last-Event-ID` names, its events since, and whether it is done;
+        None for an id this session never gave (or whose stream is forgotten)."""
+        number, _, seq = last_event_id.partition(".")
+        if not (number.isdigit() and seq.isdigit()):
+            return None
+        entry = self._streams.get(int(number))
+        if entry is None:
+            return None
+        missed = [frame for n, frame in entry.events if n > int(seq)]
+        return int(number), missed, entry.done
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Events and bytes kept."""
+        return len(self._order), self._bytes
+
+    def _evict(self) -> None:
+        while self._order and (len(self._order) > self.max_events or self._bytes > self.max_bytes):
+            stream, size = self._order.popleft()
+            self._bytes -= size
+            entry = self._streams[stream]
+            entry.events.popleft()
+            if entry.done and not entry.events:
+                del self._streams[stream]

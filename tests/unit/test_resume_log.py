@@ -1,0 +1,69 @@
+"""EventLog: the ids and bounded replay buffer of a session's SSE streams."""
+
+from __future__ import annotations
+
+from gateway.transport.resume import RETRY_MS, EventLog
+from gateway.wire.sse import SseParser
+
+
+def parse(frames: list[bytes]) -> list[tuple[str | None, str]]:
+    parser = SseParser()
+    return [(e.id, e.data) for f in frames for e in parser.feed(f)]
+
+
+def test_ids_name_the_stream_and_replay_stays_on_it() -> None:
+    log = EventLog()
+    a, b = log.open(), log.open()
+    priming = log.priming(a)
+    assert b"retry: %d\n" % RETRY_MS in priming and priming.endswith(b"data:\n\n")
+    frames_a = [log.record(a, f"a{i}") for i in range(3)]
+    log.record(b, "b0")
+    assert parse(frames_a) == [(f"{a}.1", "a0"), (f"{a}.2", "a1"), (f"{a}.3", "a2")]
+    found = log.after(f"{a}.1")
+    assert found is not None
+    number, missed, done = found
+    assert number == a and not done
+    assert parse(missed) == [(f"{a}.2", "a1"), (f"{a}.3", "a2")]
+    assert log.after(f"{a}.0") is not None  # the priming id: everything since
+    log.finish(a)
+    assert log.after(f"{a}.3") == (a, [], True)
+
+
+def test_unknown_or_malformed_ids() -> None:
+    log = EventLog()
+    log.open()
+    for bad in ("", "x", "9.1", "1", "1.x", "-1.2"):
+        assert log.after(bad) is None
+
+
+def test_bounded_by_count_and_bytes_oldest_first() -> None:
+    log = EventLog(max_events=4, max_bytes=10_000)
+    s = log.open()
+    for i in range(10):
+        log.record(s, f"m{i}")
+    assert log.size[0] == 4
+    found = log.after(f"{s}.0")
+    assert found is not None
+    assert [d for _, d in parse(found[1])] == ["m6", "m7", "m8", "m9"]
+    small = EventLog(max_events=100, max_bytes=200)
+    t = small.open()
+    for _ in range(20):
+        small.record(t, "x" * 40)
+    events, size = small.size
+    assert size <= 200 and events < 20
+    assert small.record(t, "y" * 500)  # too big to keep: sent, not kept
+    assert small.size[1] <= 200
+
+
+def test_finished_streams_are_forgotten_once_their_events_are() -> None:
+    log = EventLog(max_events=2)
+    old = log.open()
+    log.record(old, "1")
+    log.finish(old)
+    new = log.open()
+    log.record(new, "2")
+    log.record(new, "3")
+    assert log.after(f"{old}.0") is None
+    empty = log.open()
+    log.finish(empty)
+    assert log.after(f"{empty}.0") is None
