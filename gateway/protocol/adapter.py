@@ -127,6 +127,8 @@ LIST_CHANGES = {
 # The reserved tool arguments that carry answers and state on revisions whose
 # asks travel in arguments (`asks_in_arguments`).
 ANSWERS_ARGUMENT = "_mcp_answers"
+# What a client may do with an elicitation (every revision that has them).
+ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
 STATE_ARGUMENT = "_mcp_state"
 
 _PARAMS_MODELS: dict[Operation, type[models.Params]] = {
@@ -469,6 +471,25 @@ class Adapter(ABC):
             answers,
             state if isinstance(state, str) else None,
         )
+
+    def check_answer(self, ask: Ask, answer: Answer) -> str | None:
+        """Why ``answer`` is no answer to ``ask`` (None: it is one).  A client's error
+        is always an answer; a result must have the shape the ask's method returns."""
+        if answer.error is not None:
+            return None
+        result = answer.result or {}
+        if ask.kind is AskKind.ELICIT:
+            if result.get("action") not in ELICIT_ACTIONS:
+                return "an elicitation answer needs action accept, decline or cancel"
+            content = result.get("content")
+            if content is not None and not isinstance(content, dict):
+                return "an elicitation answer's content must be an object"
+        elif ask.kind is AskKind.SAMPLE:
+            if not isinstance(result.get("role"), str) or "content" not in result:
+                return "a sampling answer needs role and content"
+        elif not isinstance(result.get("roots"), list):
+            return "a roots answer needs a roots list"
+        return None
 
     def actions_for(
         self, operation: Operation, params: dict[str, Any]

@@ -39,6 +39,7 @@ from gateway.core import (
     RequestId,
     ServerProfile,
 )
+from gateway.core.limits import MAX_DEPTH, too_deep
 from gateway.protocol import Adapter
 from gateway.transport.common import (
     first_id,
@@ -143,10 +144,18 @@ class Pipeline:
     def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
         """Parse the body into ``preamble``; a Refusal when it is not JSON."""
         try:
-            preamble.body = orjson.loads(raw)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             preamble.parse_error = f"Parse error: {exc}"
             return self.refusal(preamble, Failure(FailureKind.PARSE_ERROR, preamble.parse_error))
+        if too_deep(body):
+            # Refused before any recursive code (validation, projection) walks it.
+            preamble.body = _shallow(body)
+            failure = Failure(
+                FailureKind.INVALID_PARAMS, f"the message nests deeper than {MAX_DEPTH} levels"
+            )
+            return self.refusal(preamble, failure, first_id(body))
+        preamble.body = body
         return None
 
     def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
@@ -449,6 +458,25 @@ class Pipeline:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         self.sessions.close_all()
+
+
+def _shallow(body: Any) -> Any:
+    """A refused message's top level only (its id, method and ``_meta``, which say how
+    to word the refusal), without the nesting no code may walk."""
+    if isinstance(body, list):
+        return [_shallow(item) for item in body[:1]]
+    if not isinstance(body, dict):
+        return None
+    top = {
+        k: v
+        for k, v in body.items()
+        if k in ("jsonrpc", "id", "method") and not isinstance(v, dict | list)
+    }
+    params = body.get("params")
+    if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+        meta = params["_meta"]
+        top["params"] = {"_meta": {k: v for k, v in meta.items() if not isinstance(v, dict | list)}}
+    return top
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
