@@ -32,6 +32,8 @@ class Backend:
         cache_scope: str = "private",
         sealer: StateSealer | None = None,
         max_parked: int = 1000,
+        max_parked_per_principal: int = 100,
+        park_ttl_over_quota: float = 30.0,
     ) -> None:
         self.link = link
         self.cache_ttl_ms = cache_ttl_ms
@@ -42,7 +44,12 @@ class Backend:
             adapters=adapters,
             sealer=sealer,
             park_ttl=sealer.ttl,
-            parking=ParkingTable(max_entries=max_parked, ttl=sealer.ttl),
+            parking=ParkingTable(
+                max_entries=max_parked,
+                ttl=sealer.ttl,
+                per_principal=max_parked_per_principal,
+                short_ttl=park_ttl_over_quota,
+            ),
         )
         self._profile: ServerProfile | None = None
         self._profile_of: Verdict | None = None

@@ -205,6 +205,7 @@ class Forwarder:
     async def _run_parked(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Run a call whose upstream asks mid-call, for a client that must be answered."""
         push = exchange.ask
+        parked.principal = exchange.principal  # whose quota of parked calls it counts in
 
         async def ask(question: Ask) -> Answer | None:
             if push is not None:

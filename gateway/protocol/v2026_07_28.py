@@ -363,7 +363,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
             return None  # the decoder reports what is wrong with the body itself
         header_version = preamble.header("mcp-protocol-version")
         # Any JSON value may arrive as params: the decoder refuses a non-object one.
-        params = body.get("params") if isinstance(body.get("params"), dict) else {}
+        raw = body.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
         meta = params.get("_meta")
         meta_version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
         if header_version is None:

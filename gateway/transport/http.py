@@ -125,6 +125,9 @@ class Endpoint:
         running = session.running if session is not None else None
         arrival = self.pipeline.accept(preamble, selected, session, running, principal)
         arrival.vet_failure = self._vet_failure(request)
+        over_quota = self.pipeline.admit(arrival)
+        if over_quota is not None:
+            return self._refuse(over_quota)
         response_headers: dict[str, str] = {}
         if await self.pipeline.handshake(arrival) and preamble.transport == "http":
             assert arrival.session is not None
@@ -173,7 +176,15 @@ class Endpoint:
         limit = self.route.max_body
         if request.content_length is not None and request.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        raw = await _read_body(request, limit + 1)
+        try:
+            async with asyncio.timeout(self.route.body_timeout):
+                raw = await _read_body(request, limit + 1)
+        except TimeoutError:
+            failure = Failure(
+                FailureKind.INVALID_REQUEST,
+                f"the request body did not arrive within {self.route.body_timeout:g}s",
+            )
+            return self.pipeline.refusal(preamble, failure)
         if len(raw) > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
         return self.pipeline.parse(preamble, raw)
@@ -241,11 +252,18 @@ class Endpoint:
             )
         if session.stream_open:
             return web.Response(status=409, text="a stream is already open for this session")
-        stream = web.StreamResponse(
-            headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
-        )
-        await stream.prepare(request)
-        await self._pump(session, stream)
+        refused = self.route.streams.acquire(principal)
+        if refused is not None:
+            return self._failure(reporter, refused)
+        try:
+            stream = web.StreamResponse(
+                headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
+            )
+            await stream.prepare(request)
+            # Idle for the whole timeout: ended (the client reconnects when it wants).
+            await self._pump(session, stream, idle_ends=True)
+        finally:
+            self.route.streams.release(principal)
         return stream
 
     async def _legacy_sse_stream(self, request: web.Request, principal: str) -> web.StreamResponse:
@@ -253,29 +271,56 @@ class Endpoint:
         sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
         if not sse_capable:
             return web.Response(status=405, headers={"Allow": "POST"})
-        session = self.pipeline.open_session(sse_capable[-1].version, principal)
+        refused = self.route.sessions.room_for(principal) or self.route.streams.acquire(principal)
+        if refused is not None:
+            return self._failure(sse_capable[-1], refused)
+        try:
+            return await self._legacy_session(request, principal, sse_capable[-1].version)
+        finally:
+            self.route.streams.release(principal)
+
+    async def _legacy_session(
+        self, request: web.Request, principal: str, version: str
+    ) -> web.StreamResponse:
+        session = self.pipeline.open_session(version, principal)
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
-        await stream.prepare(request)
-        endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
-        await stream.write(encode_event(endpoint, event="endpoint"))
         try:
+            await stream.prepare(request)
+            endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
+            await stream.write(encode_event(endpoint, event="endpoint"))
             await self._pump(session, stream)
         finally:
             # The HTTP+SSE session is the connection: it ends with it.
             self.pipeline.end_session(session.id)
         return stream
 
-    async def _pump(self, session: Session, stream: web.StreamResponse) -> None:
+    async def _pump(
+        self, session: Session, stream: web.StreamResponse, *, idle_ends: bool = False
+    ) -> None:
+        """The session's messages onto its stream.  After ``stream_idle_timeout`` with
+        nothing to send the stream ends (``idle_ends``) or gets a keep-alive comment;
+        a client that does not read for that long is cut off."""
+        idle = self.route.stream_idle_timeout
         self.pipeline.stream_opened(session, True)
         try:
             while True:
-                message = await session.outbox.get()
+                try:
+                    async with asyncio.timeout(idle):
+                        message = await session.outbox.get()
+                except TimeoutError:
+                    if idle_ends:
+                        break
+                    async with asyncio.timeout(idle):
+                        await stream.write(b": keep-alive\n\n")
+                    continue
                 if message is None:
                     break
-                await stream.write(encode_event(orjson.dumps(message).decode(), event="message"))
-        except (ConnectionResetError, asyncio.CancelledError):
+                data = encode_event(orjson.dumps(message).decode(), event="message")
+                async with asyncio.timeout(idle):
+                    await stream.write(data)
+        except (ConnectionResetError, asyncio.CancelledError, TimeoutError):
             pass
         finally:
             self.pipeline.stream_opened(session, False)

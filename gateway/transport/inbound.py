@@ -61,6 +61,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Push = Callable[[Session, dict[str, Any]], Awaitable[None]]
 # The client's calls in flight by request id: what its notifications/cancelled names.
 Running = dict[RequestId, asyncio.Task[Any]]
+# How many calls of one batch run at once (the rest wait their turn).
+BATCH_CONCURRENCY = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,26 @@ class Pipeline:
             )
             return self.refusal(preamble, failure, first_id(body))
         preamble.body = body
+        if isinstance(body, list) and len(body) > self.route.max_batch:
+            # One answer for the whole batch, before any of it is decoded or run.
+            preamble.body = _shallow(body)
+            failure = Failure(
+                FailureKind.INVALID_REQUEST,
+                f"a batch may hold at most {self.route.max_batch} messages ({len(body)} sent)",
+            )
+            return self.refusal(preamble, failure)
+        return None
+
+    def admit(self, arrival: Arrival) -> Refusal | None:
+        """Whether the caller may open the session its ``initialize`` asks for: over its
+        quota (or the global bound) it is refused, and nobody else's is evicted."""
+        if arrival.session is not None or not arrival.adapter.has_handshake:
+            return None
+        for call in arrival.requests:
+            if call.operation is Operation.INITIALIZE:
+                refused = self.sessions.room_for(arrival.principal)
+                if refused is not None:
+                    return Refusal(arrival.adapter, refused, call.id)
         return None
 
     def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
@@ -353,7 +375,20 @@ class Pipeline:
 
     async def run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
         """Run one call and encode its outcome; its events and asks go to ``send``
-        (None: the session's standalone stream)."""
+        (None: the session's standalone stream).  Counted against the caller's
+        quota of calls in flight: over it, the call is refused, not queued."""
+        calls = self.route.calls
+        refused = calls.acquire(arrival.principal)
+        if refused is not None:
+            adapter = arrival.adapter
+            message = adapter.encode_failure(call.id, refused, call.operation)
+            return Reply(message, adapter.http_status(refused))
+        try:
+            return await self._run(arrival, call, send)
+        finally:
+            calls.release(arrival.principal)
+
+    async def _run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
         started = time.perf_counter()
         adapter = arrival.adapter
         outcome: Outcome
@@ -388,8 +423,14 @@ class Pipeline:
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None
     ) -> list[dict[str, Any]]:
-        """A batch's calls, concurrently; their answers in order."""
-        replies = await asyncio.gather(*(self.run(arrival, call, send) for call in calls))
+        """A batch's calls, a few at a time (``BATCH_CONCURRENCY``); answers in order."""
+        gate = asyncio.Semaphore(BATCH_CONCURRENCY)
+
+        async def one(call: Call) -> Reply:
+            async with gate:
+                return await self.run(arrival, call, send)
+
+        replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
     async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
