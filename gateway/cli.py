@@ -128,6 +128,14 @@ DrainTimeoutOption = Annotated[
     ),
 ]
 
+MaxBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        help="The most messages in one JSON-RPC batch (larger ones get one error).  [default: 64]",
+    ),
+]
+
 TrustForwardedOption = Annotated[
     bool | None,
     typer.Option(
@@ -154,6 +162,7 @@ def serve(
     log_level: LogLevelOption = None,
     log_format: LogFormatOption = None,
     drain_timeout: DrainTimeoutOption = None,
+    max_batch: MaxBatchOption = None,
     trust_forwarded: TrustForwardedOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
@@ -161,8 +170,9 @@ def serve(
 
     Every option can also be set as an environment variable (GATEWAY_LISTEN,
     GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
-    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_SESSION_IDLE_TIMEOUT,
-    GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG) or in the config file; flags win over
+    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_MAX_BATCH,
+    GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG, and the
+    quotas and timeouts of config/gateway.example.toml) or in the config file; flags win over
     the environment, which wins over the file.
     """
     flags: dict[str, Any] = {
@@ -172,6 +182,7 @@ def serve(
         "log_level": _choice("--log-level", log_level, LOG_LEVELS),
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
+        "max_batch": max_batch,
         "trust_forwarded": trust_forwarded or None,
     }
     try:
