@@ -116,12 +116,12 @@ class Endpoint:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
             refusal = self.pipeline.refusal(preamble, failure, first_id(preamble.body))
         if refusal is not None:
-            return self._refuse(refusal)
+            return await self._refuse_post(refusal, preamble, session)
         selected = self.pipeline.select(
             preamble, session, lambda adapter: _vet(adapter, preamble, session)
         )
         if isinstance(selected, Refusal):
-            return self._refuse(selected)
+            return await self._refuse_post(selected, preamble, session)
         running = session.running if session is not None else None
         arrival = self.pipeline.accept(preamble, selected, session, running, principal)
         arrival.vet_failure = self._vet_failure(request)
@@ -139,6 +139,18 @@ class Endpoint:
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
+
+    async def _refuse_post(
+        self, refusal: Refusal, preamble: Preamble, session: Session | None
+    ) -> web.StreamResponse:
+        """An HTTP+SSE client reads every answer on its stream, JSON-RPC errors too (it
+        never reads a POST's body); an HTTP status of its own stays the POST's."""
+        status = refusal.adapter.http_status(refusal.failure)
+        if preamble.transport == "sse" and session is not None and status == 200:
+            if refusal.id is not None:
+                await self.pipeline.deliver(session, refusal.message())
+            return web.Response(status=202, text="Accepted")
+        return self._refuse(refusal)
 
     async def _admit(self, request: web.Request, headers: dict[str, str]) -> Admission:
         """The route's credential check (OAuth), before anything else is done."""
