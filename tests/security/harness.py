@@ -79,7 +79,8 @@ def gateway(
     check: bool = True,
 ) -> Iterator[RunningGateway]:
     """`gateway serve` fronting ``upstream`` at /mcp, with ``settings`` in its config
-    file (``route``: options of the route).  Teardown SIGTERMs it and insists on a clean exit (``check``)."""
+    file (``route``: options of the route).  Teardown SIGTERMs it and insists on a
+    clean exit (``check``)."""
     port = free_port()
     config = tmp_path / f"gateway-{port}.toml"
     lines = [f"{key} = {_toml(value)}" for key, value in (settings or {}).items()]
