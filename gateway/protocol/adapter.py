@@ -311,19 +311,16 @@ class Adapter(ABC):
             if not body:
                 return [DecodeFailure(None, Failure(FailureKind.INVALID_REQUEST, "empty batch"))]
             decoded = [self.decode_message(item, preamble) for item in body]
-            for item, result in zip(body, decoded, strict=True):
-                if isinstance(result, Call) and result.operation is Operation.INITIALIZE:
-                    return [
-                        DecodeFailure(
-                            result.id,
-                            Failure(
-                                FailureKind.INVALID_REQUEST,
-                                "initialize must not be part of a batch",
-                            ),
-                            "initialize",
-                        )
-                    ]
-                del item
+            if any(isinstance(r, Call) and r.operation is Operation.INITIALIZE for r in decoded):
+                # The whole batch is refused, and every request in it is told so.
+                failure = Failure(
+                    FailureKind.INVALID_REQUEST, "initialize must not be part of a batch"
+                )
+                return [
+                    DecodeFailure(r.id, failure, r.method)
+                    for r in decoded
+                    if isinstance(r, Call | DecodeFailure) and r.id is not None
+                ]
             return decoded
         return [self.decode_message(body, preamble)]
 
