@@ -3,7 +3,7 @@ gateway's two inbound transports (Streamable HTTP, stdio).  What must hold: no
 HTTP 5xx, every request with an id answered (a 4xx or a JSON-RPC error counts),
 and no descriptor or memory growth.
 
-    python -m bench.fuzz                    # 100,000 messages, about 5 minutes
+    python -m bench.fuzz                    # 100,000 messages, 2-5 minutes
     python -m bench.fuzz --messages 20000 --seed 7 --json
 
 The generator (:func:`shape`) takes a ``random.Random``: the hypothesis test in
