@@ -9,9 +9,12 @@ import os
 import re
 import secrets
 import signal
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -25,6 +28,9 @@ from gateway.auth.wellknown import WellKnown
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
+from gateway.core import Failure, FailureKind
+from gateway.core.limits import DescriptorBudget
+from gateway.core.quota import Quota
 from gateway.demo import start_demo
 from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
 from gateway.protocol import AdapterSet
@@ -40,14 +46,48 @@ __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
+# At most one "short of descriptors" warning this often, however many are refused.
+BUDGET_LOG_INTERVAL = 10.0
 # How long /readyz waits for one upstream before calling it unreachable.
 READY_TIMEOUT = 5.0
 # After the drain, how long aiohttp may take to close what is left (streams ending).
 CLOSE_GRACE = 2.0
+# After the drain deadline, how long the rest of the shutdown may take before the
+# process is ended regardless (ending sessions, closing connections, reaping children).
+SHUTDOWN_MARGIN = 5.0
 REQUEST_ID_HEADER = "X-Request-Id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Ops endpoints: answered even when the descriptor budget refuses new work.
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
+
+    max_parked_per_principal: int = 100
+    park_ttl_over_quota: float = 30.0
+    max_sessions: int = 10_000
+    max_sessions_per_principal: int = 1_000
+    max_streams: int = 1_000
+    max_streams_per_principal: int = 100
+    max_inflight: int = 2_000
+    max_inflight_per_principal: int = 200
+    max_batch: int = 64
+    header_timeout: float = 15.0
+    body_timeout: float = 30.0
+    stream_idle_timeout: float = 300.0
+    fd_reserve: int = 128
+    scrape_hosts: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {name: getattr(settings, name) for name in names}
+        values["scrape_hosts"] = tuple(settings.scrape_hosts)
+        return cls(**values)
 
 
 def is_loopback(host: str) -> bool:
@@ -89,8 +129,11 @@ class Gateway:
         max_parked: int = 1000,
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         self.specs = routes
+        self.limits = limits or Limits()
+        self.descriptors = DescriptorBudget(self.limits.fd_reserve)
         self.trust_forwarded = trust_forwarded
         self.park_ttl = park_ttl
         self.max_parked = max_parked
@@ -110,6 +153,8 @@ class Gateway:
         self._runner: web.AppRunner | None = None
         self._requests: set[asyncio.Task[Any]] = set()
         self._force = asyncio.Event()
+        self._budget_logged = float("-inf")
+        self._ops_guard = OriginGuard(loopback_only=True)
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
         )
@@ -127,6 +172,7 @@ class Gateway:
             max_parked=settings.max_parked,
             state_key=state_key_from_env(),
             trust_forwarded=settings.trust_forwarded,
+            limits=Limits.from_settings(settings),
         )
 
     def in_flight(self) -> int:
@@ -160,10 +206,13 @@ class Gateway:
         )
         app = web.Application(
             client_max_size=max(64 * 1024 * 1024, self.max_body_bytes + 1),
-            middlewares=[self._context_middleware],
+            middlewares=[self._context_middleware, self._budget_middleware],
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
+        self._ops_guard = OriginGuard(
+            loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts
+        )
         # Discovery documents are fetched without any credentials (the shared session).
         fetcher = DocumentFetcher(self._http)
         for spec in self.specs:
@@ -203,6 +252,7 @@ class Gateway:
                 and not (spec.auth == "gateway" and name == "authorization")
             )
         )
+        limits = self.limits
         backend = Backend(
             UpstreamLink(settings, self.adapters, self._session_for(spec)),
             self.adapters,
@@ -210,6 +260,8 @@ class Gateway:
             cache_scope=spec.cache_scope,
             sealer=StateSealer(self.state_key, ttl=self.park_ttl),
             max_parked=self.max_parked,
+            max_parked_per_principal=limits.max_parked_per_principal,
+            park_ttl_over_quota=limits.park_ttl_over_quota,
         )
         return Route(
             path=spec.path,
@@ -222,8 +274,17 @@ class Gateway:
             ),
             forward_headers=forward,
             max_body=self.max_body_bytes,
-            sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+            sessions=SessionStore(
+                idle_timeout=self.session_idle_timeout,
+                max_sessions=limits.max_sessions,
+                per_principal=limits.max_sessions_per_principal,
+            ),
             principals=Principals(self.state_key, tenant_headers(forward)),
+            max_batch=limits.max_batch,
+            body_timeout=limits.body_timeout,
+            stream_idle_timeout=limits.stream_idle_timeout,
+            calls=Quota("calls in flight", limits.max_inflight_per_principal, limits.max_inflight),
+            streams=Quota("open streams", limits.max_streams_per_principal, limits.max_streams),
         )
 
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
@@ -281,6 +342,35 @@ class Gateway:
                 assert task is not None
                 self._requests.discard(task)
 
+    @web.middleware
+    async def _budget_middleware(
+        self, request: web.Request, handler: Handler
+    ) -> web.StreamResponse:
+        """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
+        while the process is short of descriptors, before it runs out of them."""
+        if request.path in OPS_PATHS:
+            refused = self._ops_guard.check({k.lower(): v for k, v in request.headers.items()})
+            if refused is not None:
+                return web.json_response({"error": refused.message}, status=403)
+            return await handler(request)
+        if self.descriptors.exhausted():
+            now = time.monotonic()
+            if now - self._budget_logged >= BUDGET_LOG_INTERVAL:
+                self._budget_logged = now
+                log.warning(
+                    "short of file descriptors: refusing new requests",
+                    open=self.descriptors.open_count(),
+                    limit=self.descriptors.limit(),
+                )
+            failure = Failure(FailureKind.OVERLOADED, "the gateway is overloaded; try again later")
+            adapter = self.adapters.default_legacy
+            return web.json_response(
+                adapter.encode_failure(None, failure),
+                status=adapter.http_status(failure),
+                headers={"Retry-After": "1"},
+            )
+        return await handler(request)
+
     # -------------------------------------------------------------- endpoints
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -314,7 +404,13 @@ class Gateway:
     async def start(self) -> int:
         app = await self.build()
         self._runner = web.AppRunner(
-            app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_GRACE
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=CLOSE_GRACE,
+            # aiohttp closes a connection idle this long since it opened or since its
+            # last answer, headers half-sent included: a slow-header client is cut off.
+            keepalive_timeout=self.limits.header_timeout,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -418,6 +514,7 @@ class Gateway:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, on_signal, sig.name)
             await stop.wait()
+            _watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
             await self.stop(self.drain_timeout)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -435,6 +532,20 @@ def _default_forward() -> tuple[str, ...]:
 
 
 _DEFAULT_FORWARD = _default_forward()
+
+
+def _watchdog(seconds: float) -> None:
+    """Whatever holds the shutdown up (a stuck upstream, a loop flooded with work), the
+    process ends ``seconds`` from now: a daemon thread, so the loop need not run."""
+
+    def hard_exit() -> None:
+        sys.stderr.write(f"gateway: shutdown took over {seconds:g}s; exiting now\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

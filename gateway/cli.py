@@ -140,6 +140,14 @@ LoopOption = Annotated[
     ),
 ]
 
+MaxBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        help="The most messages in one JSON-RPC batch (larger ones get one error).  [default: 64]",
+    ),
+]
+
 TrustForwardedOption = Annotated[
     bool | None,
     typer.Option(
@@ -167,6 +175,7 @@ def serve(
     log_format: LogFormatOption = None,
     drain_timeout: DrainTimeoutOption = None,
     loop: LoopOption = None,
+    max_batch: MaxBatchOption = None,
     trust_forwarded: TrustForwardedOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
@@ -174,8 +183,9 @@ def serve(
 
     Every option can also be set as an environment variable (GATEWAY_LISTEN,
     GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
-    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_SESSION_IDLE_TIMEOUT,
-    GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG) or in the config file; flags win over
+    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_MAX_BATCH,
+    GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG, and the
+    quotas and timeouts of config/gateway.example.toml) or in the config file; flags win over
     the environment, which wins over the file.
     """
     flags: dict[str, Any] = {
@@ -186,6 +196,7 @@ def serve(
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
         "event_loop": _choice("--loop", loop, EVENT_LOOPS),
+        "max_batch": max_batch,
         "trust_forwarded": trust_forwarded or None,
     }
     try:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import structlog
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
@@ -35,6 +36,8 @@ METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 SUCCESS_OUTCOMES = frozenset({"value", "inputrequired"})
 UNKNOWN = "unknown"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# The longest a log field may be (longer values are cut, with how much was cut).
+MAX_LOG_FIELD = 1024
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 
 call_log = structlog.get_logger("gateway.calls")
@@ -53,6 +56,8 @@ def configure_logging(
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        one_line_http_errors,
+        truncate_fields,
     ]
     renderer: structlog.typing.Processor
     if fmt == "json":
@@ -82,6 +87,40 @@ def configure_logging(
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         cache_logger_on_first_use=False,
     )
+
+
+def truncate_fields(
+    logger: Any, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """No field of a log line is longer than ``MAX_LOG_FIELD`` characters: whatever a
+    client sends (a 4 MB method name) costs the log a bounded line."""
+    for key, value in event.items():
+        if key.startswith("_") or key == "exc_info":
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, dict | list | tuple | set):
+            text = repr(value)
+            if len(text) <= MAX_LOG_FIELD:
+                continue
+            value = text
+        if isinstance(value, str) and len(value) > MAX_LOG_FIELD:
+            event[key] = f"{value[:MAX_LOG_FIELD]}... ({len(value) - MAX_LOG_FIELD} more)"
+    return event
+
+
+def one_line_http_errors(
+    logger: Any, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """aiohttp logs a malformed request (bad request line, headers, framing) as an
+    error with its traceback: it is the client's fault, so one warning line."""
+    exc_info = event.get("exc_info")
+    exc = exc_info[1] if isinstance(exc_info, tuple) and len(exc_info) == 3 else exc_info
+    if isinstance(exc, HttpProcessingError) and event.get("logger") == "aiohttp.server":
+        event.pop("exc_info", None)
+        event["level"] = "warning"
+        event["error"] = f"{type(exc).__name__}: {exc.message or exc}"
+    return event
 
 
 def trace_ids(traceparent: str | None) -> dict[str, str]:

@@ -301,6 +301,30 @@ class Settings(BaseSettings):
     drain_timeout: float = Field(30.0, ge=0)
     park_ttl: float = Field(600.0, gt=0)
     max_parked: int = Field(1000, gt=0)
+    # Quotas: per principal (a keyed digest of credentials and tenant headers) and
+    # in all, per route.  Over one: a clear error (429, or 503 for a global bound).
+    max_parked_per_principal: int = Field(100, gt=0)
+    # Once a principal is at its parked-call quota, its parked calls live this long.
+    park_ttl_over_quota: float = Field(30.0, gt=0)
+    max_sessions: int = Field(10_000, gt=0)
+    max_sessions_per_principal: int = Field(1_000, gt=0)
+    max_streams: int = Field(1_000, gt=0)
+    max_streams_per_principal: int = Field(100, gt=0)
+    max_inflight: int = Field(2_000, gt=0)
+    max_inflight_per_principal: int = Field(200, gt=0)
+    # The most messages in one JSON-RPC batch (the revisions that have batches).
+    max_batch: int = Field(64, gt=0)
+    # Connections and time: request headers (and keep-alive idling) and bodies must
+    # arrive within these; a standalone stream idle this long is ended or pinged.
+    header_timeout: float = Field(15.0, gt=0)
+    body_timeout: float = Field(30.0, gt=0)
+    stream_idle_timeout: float = Field(300.0, gt=0)
+    # File descriptors kept free: with fewer than this left under the process's
+    # limit, new requests get 503 (the ops endpoints still answer).
+    fd_reserve: int = Field(128, ge=0)
+    # Host names /healthz, /readyz and /metrics answer besides loopback ones (a
+    # scraper's); on a non-loopback listener with none listed, any Host.
+    scrape_hosts: list[str] = Field(default_factory=list)
     # Whether X-Forwarded-* / Forwarded headers (from a proxy in front) say the public URL.
     trust_forwarded: bool = False
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +35,8 @@ class Backend:
         cache_scope: str = "private",
         sealer: StateSealer | None = None,
         max_parked: int = 1000,
+        max_parked_per_principal: int = 100,
+        park_ttl_over_quota: float = 30.0,
     ) -> None:
         self.link = link
         self.cache_ttl_ms = cache_ttl_ms
@@ -42,7 +47,12 @@ class Backend:
             adapters=adapters,
             sealer=sealer,
             park_ttl=sealer.ttl,
-            parking=ParkingTable(max_entries=max_parked, ttl=sealer.ttl),
+            parking=ParkingTable(
+                max_entries=max_parked,
+                ttl=sealer.ttl,
+                per_principal=max_parked_per_principal,
+                short_ttl=park_ttl_over_quota,
+            ),
         )
         self._profile: ServerProfile | None = None
         self._profile_of: Verdict | None = None
@@ -87,11 +97,14 @@ class Backend:
         return self.forwarder.parked_count
 
     async def ready(self, within: float) -> dict[str, Any]:
-        """Ready: the upstream's era is known and its port still takes connections."""
+        """Ready: the upstream's era is known and its port still takes connections (a
+        stdio upstream: its command can still be spawned)."""
         link = self.link
         try:
             if link.verdict is None:
                 await asyncio.wait_for(link.ensure("anonymous", {}), within)
+            elif link.settings.command is not None:
+                _spawnable(link.settings.command, link.settings.cwd, link.settings.env)
             else:
                 await asyncio.wait_for(_connectable(link.settings.url), within)
         except Exception as exc:  # any reason the upstream is not usable
@@ -108,6 +121,21 @@ class Backend:
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""
         await self.forwarder.close()
+
+
+def _spawnable(command: list[str], cwd: str | None, env: Mapping[str, str] | None = None) -> None:
+    """Raise unless ``command`` names an executable that could be started now."""
+    if cwd is not None and not os.path.isdir(cwd):
+        raise OSError(f"the working directory {cwd!r} does not exist")
+    program = command[0]
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(cwd or os.getcwd(), program)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise OSError(f"{program!r} is not an executable file")
+        return
+    search = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(program, path=search) is None:
+        raise OSError(f"{program!r} is not found on PATH")
 
 
 async def _connectable(url: str) -> None:

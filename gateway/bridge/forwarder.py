@@ -254,6 +254,7 @@ class Forwarder:
     async def _run_parked(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Run a call whose upstream asks mid-call, for a client that must be answered."""
         push = exchange.ask
+        parked.principal = exchange.principal  # whose quota of parked calls it counts in
 
         async def ask(question: Ask) -> Answer | None:
             if push is not None:
@@ -357,11 +358,34 @@ class Forwarder:
             )
         if parked.lock.locked() or claims.get("n") != parked.round:
             return Failure(FailureKind.INVALID_PARAMS, "requestState was already used")
+        refused = self._check_answers(call, parked)
+        if refused is not None:
+            return refused  # the round stays open: the client may answer again
         async with parked.lock:
             parked.emit = exchange.emit
             parked.answer(call.answers or {})
             self.parking.unpark(parked)
             return await self._settle(call, exchange, parked)
+
+    def _check_answers(self, call: Call, parked: ParkedCall) -> Failure | None:
+        """The client's answers answer what was asked: no unknown keys, each of the
+        shape its ask's method returns.  Nothing malformed reaches the upstream."""
+        adapter = self.client_adapter(call)
+        if isinstance(adapter, Failure):
+            return adapter
+        asked = parked.unanswered()
+        for key, answer in (call.answers or {}).items():
+            ask = asked.get(key)
+            if ask is None:
+                return Failure(
+                    FailureKind.INVALID_PARAMS,
+                    f"no input request {key[:64]!r} is waiting for an answer",
+                    {"expected": sorted(asked)},
+                )
+            problem = adapter.check_answer(ask, answer)
+            if problem is not None:
+                return Failure(FailureKind.INVALID_PARAMS, f"{key}: {problem}")
+        return None
 
     def _url_asks(self, call: Call, exchange: Exchange, outcome: Outcome) -> Outcome:
         """A handshake-era upstream's "URL elicitation required" error becomes, for a

@@ -6,6 +6,11 @@ in a task, its pending asks wait on futures here, and the client's retry finds
 them again through the sealed state.  The table is bounded and every entry has
 a deadline: on expiry the asks are answered with a refusal and the upstream
 call is cancelled, so nothing leaks and nothing hangs.
+
+Bounded per principal and in all, and nobody pays for another's calls: a
+principal at its quota has its own oldest parked call released to make room,
+and all of its parked calls live only ``short_ttl`` from then on (abandoned
+calls go soon); a full table refuses new parked calls instead of evicting.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any
 
 import structlog
 
-from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
+from gateway.bridge.principal import ANONYMOUS
+from gateway.core import Answer, Ask, EventSink, Failure, FailureKind, Outcome, discard_event
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +34,8 @@ log = structlog.get_logger(__name__)
 @dataclass(eq=False)
 class ParkedCall:
     id: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    # Whose call it is: its quota of parked calls is the one it counts against.
+    principal: str = ANONYMOUS
     task: asyncio.Task[Outcome] | None = None
     # key -> (ask, future the upstream's request waits on)
     pending: dict[str, tuple[Ask, asyncio.Future[Answer]]] = field(default_factory=dict)
@@ -65,12 +73,29 @@ class ParkedCall:
 class ParkingTable:
     """Bounded, deadline-driven storage of parked calls."""
 
-    def __init__(self, max_entries: int = 1_000, ttl: float = 600.0, grace: float = 2.0) -> None:
+    def __init__(
+        self,
+        max_entries: int = 1_000,
+        ttl: float = 600.0,
+        grace: float = 2.0,
+        *,
+        per_principal: int = 100,
+        short_ttl: float = 30.0,
+    ) -> None:
         self.max_entries = max_entries
         self.ttl = ttl
         self.grace = grace
+        self.per_principal = per_principal
+        self.short_ttl = min(short_ttl, ttl)
         self._calls: OrderedDict[str, ParkedCall] = OrderedDict()
+        # Each principal's parked calls, oldest first.
+        self._owned: dict[str, OrderedDict[str, ParkedCall]] = {}
+        # Principals at their quota, whose calls were all given ``short_ttl``.
+        self._hurried: set[str] = set()
         self._reaping: set[asyncio.Task[None]] = set()
+
+    def held(self, principal: str) -> int:
+        return len(self._owned.get(principal, ()))
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -79,21 +104,63 @@ class ParkingTable:
         return self._calls.get(call_id)
 
     def park(self, parked: ParkedCall) -> None:
-        """Keep (or keep again) a call, with a fresh deadline."""
+        """Keep (or keep again) a call, with a fresh deadline.  Raises a Failure (the
+        call released) when the table is full of other calls."""
+        owned = self._owned.setdefault(parked.principal, OrderedDict())
+        if parked.id not in self._calls:
+            if len(self._calls) >= self.max_entries:
+                self._drop_owner(parked.principal)
+                self.release(parked)
+                log.warning("parking table full: refusing a call", limit=self.max_entries)
+                raise Failure(
+                    FailureKind.OVERLOADED,
+                    f"the gateway holds its maximum of {self.max_entries} calls waiting "
+                    "for input; try again later",
+                )
+            while len(owned) >= self.per_principal:
+                # The caller's own oldest goes, never anybody else's.
+                self.expire(next(iter(owned)))
         self._calls[parked.id] = parked
         self._calls.move_to_end(parked.id)
+        owned[parked.id] = parked
+        owned.move_to_end(parked.id)
+        at_quota = len(owned) >= self.per_principal
+        # Its own deadline first: _shorten then finds it set (one timer per park).
+        self._deadline(parked, self.short_ttl if at_quota else self.ttl)
+        if at_quota and parked.principal not in self._hurried:
+            self._hurried.add(parked.principal)
+            self._shorten(owned)  # at its quota: what it abandons goes soon
+
+    def _deadline(self, parked: ParkedCall, ttl: float) -> None:
         if parked._expiry is not None:
             parked._expiry.cancel()
         loop = asyncio.get_running_loop()
-        parked._expiry = loop.call_later(self.ttl, self.expire, parked.id)
-        while len(self._calls) > self.max_entries:
-            oldest = next(iter(self._calls))
-            log.warning("parking table full: releasing the oldest parked call", id=oldest)
-            self.expire(oldest)
+        parked._expiry = loop.call_later(ttl, self.expire, parked.id)
+
+    def _shorten(self, owned: OrderedDict[str, ParkedCall]) -> None:
+        """Every call of a principal at its quota expires within ``short_ttl``."""
+        latest = asyncio.get_running_loop().time() + self.short_ttl
+        for other in owned.values():
+            if other._expiry is None or other._expiry.when() > latest:
+                self._deadline(other, self.short_ttl)
+
+    def _drop_owner(self, principal: str) -> None:
+        owned = self._owned.get(principal)
+        if owned is not None and len(owned) < self.per_principal - 1:
+            self._hurried.discard(principal)  # well under its quota again
+        if owned is not None and not owned:
+            del self._owned[principal]
+
+    def _forget(self, parked: ParkedCall) -> None:
+        owned = self._owned.get(parked.principal)
+        if owned is not None and owned.get(parked.id) is parked:
+            del owned[parked.id]
+            self._drop_owner(parked.principal)
 
     def unpark(self, parked: ParkedCall) -> None:
         if self._calls.get(parked.id) is parked:
             del self._calls[parked.id]
+        self._forget(parked)
         if parked._expiry is not None:
             parked._expiry.cancel()
             parked._expiry = None
@@ -103,6 +170,7 @@ class ParkingTable:
         parked = self._calls.pop(call_id, None)
         if parked is None:
             return
+        self._forget(parked)
         if parked._expiry is not None:
             # Released early (table full, or closing): its deadline must not linger
             # in the loop for the rest of the TTL.

@@ -36,6 +36,10 @@ class FailureKind(Enum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     METHOD_NOT_ALLOWED = "method_not_allowed"
+    # The caller is over one of its quotas (sessions, parked calls, streams, calls).
+    QUOTA_EXCEEDED = "quota_exceeded"
+    # The gateway itself is short of a resource (descriptors, a global bound): later.
+    OVERLOADED = "overloaded"
     # Upstream trouble: the gateway's own kinds.
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
     UPSTREAM_TIMEOUT = "upstream_timeout"

@@ -1,7 +1,12 @@
-"""Bounds on what a message may be, checked before any recursive code sees it."""
+"""Bounds on what a message may be, checked before any recursive code sees it, and on
+the descriptors the process may use."""
 
 from __future__ import annotations
 
+import errno
+import os
+import resource
+import time
 from typing import Any
 
 # JSON nesting deeper than this is refused: real MCP messages stay far below it, and
@@ -27,3 +32,38 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
+
+
+class DescriptorBudget:
+    """Whether the process has descriptors to spare for new work.
+
+    Refusing new requests while ``reserve`` descriptors are still free keeps the
+    process able to answer (with 503), to log and to shut down, instead of
+    failing in ``accept()`` and wherever a socket or pipe is opened.  The count
+    (``/proc/self/fd``) is sampled at most every ``interval`` seconds.
+    """
+
+    def __init__(self, reserve: int, interval: float = 0.25) -> None:
+        self.reserve = reserve
+        self.interval = interval
+        self._open = 0
+        self._at = float("-inf")
+
+    @staticmethod
+    def limit() -> int:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+    def open_count(self) -> int:
+        now = time.monotonic()
+        if now - self._at >= self.interval:
+            try:
+                self._open = len(os.listdir("/proc/self/fd"))
+            except OSError as exc:
+                # Out of descriptors already (listing takes one), or no /proc at all.
+                self._open = self.limit() if exc.errno in (errno.EMFILE, errno.ENFILE) else 0
+            self._at = now
+        return self._open
+
+    def exhausted(self) -> bool:
+        return self.reserve > 0 and self.open_count() >= self.limit() - self.reserve

@@ -127,6 +127,8 @@ LIST_CHANGES = {
 # The reserved tool arguments that carry answers and state on revisions whose
 # asks travel in arguments (`asks_in_arguments`).
 ANSWERS_ARGUMENT = "_mcp_answers"
+# What a client may do with an elicitation (every revision that has them).
+ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
 STATE_ARGUMENT = "_mcp_state"
 
 _PARAMS_MODELS: dict[Operation, type[models.Params]] = {
@@ -313,19 +315,16 @@ class Adapter(ABC):
             if not body:
                 return [DecodeFailure(None, Failure(FailureKind.INVALID_REQUEST, "empty batch"))]
             decoded = [self.decode_message(item, preamble) for item in body]
-            for item, result in zip(body, decoded, strict=True):
-                if isinstance(result, Call) and result.operation is Operation.INITIALIZE:
-                    return [
-                        DecodeFailure(
-                            result.id,
-                            Failure(
-                                FailureKind.INVALID_REQUEST,
-                                "initialize must not be part of a batch",
-                            ),
-                            "initialize",
-                        )
-                    ]
-                del item
+            if any(isinstance(r, Call) and r.operation is Operation.INITIALIZE for r in decoded):
+                # The whole batch is refused, and every request in it is told so.
+                failure = Failure(
+                    FailureKind.INVALID_REQUEST, "initialize must not be part of a batch"
+                )
+                return [
+                    DecodeFailure(r.id, failure, r.method)
+                    for r in decoded
+                    if isinstance(r, Call | DecodeFailure) and r.id is not None
+                ]
             return decoded
         return [self.decode_message(body, preamble)]
 
@@ -473,6 +472,25 @@ class Adapter(ABC):
             answers,
             state if isinstance(state, str) else None,
         )
+
+    def check_answer(self, ask: Ask, answer: Answer) -> str | None:
+        """Why ``answer`` is no answer to ``ask`` (None: it is one).  A client's error
+        is always an answer; a result must have the shape the ask's method returns."""
+        if answer.error is not None:
+            return None
+        result = answer.result or {}
+        if ask.kind is AskKind.ELICIT:
+            if result.get("action") not in ELICIT_ACTIONS:
+                return "an elicitation answer needs action accept, decline or cancel"
+            content = result.get("content")
+            if content is not None and not isinstance(content, dict):
+                return "an elicitation answer's content must be an object"
+        elif ask.kind is AskKind.SAMPLE:
+            if not isinstance(result.get("role"), str) or "content" not in result:
+                return "a sampling answer needs role and content"
+        elif not isinstance(result.get("roots"), list):
+            return "a roots answer needs a roots list"
+        return None
 
     def actions_for(
         self, operation: Operation, params: dict[str, Any]
@@ -685,7 +703,7 @@ class Adapter(ABC):
         if not isinstance(block, dict):
             return block
         kind = block.get("type")
-        if kind in KNOWN_CONTENT_TYPES and kind not in self.content_types:
+        if isinstance(kind, str) and kind in KNOWN_CONTENT_TYPES and kind not in self.content_types:
             return self.downgrade_content(block)
         block = dict(block)
         if not self.content_meta:

@@ -27,6 +27,9 @@ CODES: dict[FailureKind, int] = {
     FailureKind.UNSUPPORTED_MEDIA_TYPE: -32600,
     FailureKind.PAYLOAD_TOO_LARGE: -32600,
     FailureKind.METHOD_NOT_ALLOWED: -32600,
+    # Implementation-defined server errors (JSON-RPC's -32000 to -32099 range).
+    FailureKind.QUOTA_EXCEEDED: -32000,
+    FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
@@ -47,4 +50,6 @@ STATUSES: dict[FailureKind, int] = {
     FailureKind.UNSUPPORTED_MEDIA_TYPE: 415,
     FailureKind.PAYLOAD_TOO_LARGE: 413,
     FailureKind.METHOD_NOT_ALLOWED: 405,
+    FailureKind.QUOTA_EXCEEDED: 429,
+    FailureKind.OVERLOADED: 503,
 }

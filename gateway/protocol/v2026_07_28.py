@@ -160,6 +160,16 @@ class Adapter2026_07_28(Adapter2025_11_25):
     ) -> Failure | None:
         if operation.is_notification or rpc.is_notification(preamble.body):
             return None  # notification `_meta` is optional (vendor notifications too)
+        responses = params.get("inputResponses")
+        if responses is not None and not (
+            isinstance(responses, dict) and all(isinstance(v, dict) for v in responses.values())
+        ):
+            return Failure(
+                FailureKind.INVALID_PARAMS, "inputResponses must map each key to a result object"
+            )
+        state = params.get("requestState")
+        if state is not None and not isinstance(state, str):
+            return Failure(FailureKind.INVALID_PARAMS, "requestState must be a string")
         meta = params.get("_meta")
         if not isinstance(meta, dict):
             return Failure(FailureKind.INVALID_PARAMS, "params._meta is required")
@@ -356,11 +366,10 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             return None  # the decoder reports what is wrong with the body itself
         header_version = preamble.header("mcp-protocol-version")
-        meta = (
-            (body.get("params") or {}).get("_meta")
-            if isinstance(body.get("params"), dict)
-            else None
-        )
+        # Any JSON value may arrive as params: the decoder refuses a non-object one.
+        raw = body.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        meta = params.get("_meta")
         meta_version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
         if header_version is None:
             return _mismatch("the MCP-Protocol-Version header is required")
@@ -376,7 +385,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         field = NAMED.get(Operation.for_method(body["method"]))
         if field is not None:
             name_header = preamble.header("mcp-name")
-            value = (body.get("params") or {}).get(field)
+            value = params.get(field)
             if name_header is None:
                 return _mismatch("the Mcp-Name header is required")
             if decode_header_value(name_header) != value:

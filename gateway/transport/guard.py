@@ -26,7 +26,8 @@ class OriginGuard:
     """Allowed Host names and Origins for one route.
 
     With ``loopback_only`` (the gateway bound to a loopback address), loopback
-    names are accepted by default.  An empty ``allowed_hosts`` when not bound
+    names and loopback Origins are accepted by default (loopback Origins only
+    then).  An empty ``allowed_hosts`` when not bound
     to loopback accepts any Host (a sidecar behind its own network boundary).
     """
 
@@ -64,5 +65,6 @@ class OriginGuard:
             return False
         host = urlsplit(origin).hostname or ""
         host = f"[{host}]" if ":" in host else host
-        # A page served from loopback may talk to a loopback gateway.
-        return host in LOOPBACK_NAMES and (self.loopback_only or not self.allowed_origins)
+        # A page served from loopback may talk to a loopback gateway, and only to one:
+        # on any other listener a loopback Origin is no evidence of a local caller.
+        return host in LOOPBACK_NAMES and self.loopback_only

@@ -160,15 +160,18 @@ class Endpoint:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
             refusal = self.pipeline.refusal(preamble, failure, first_id(preamble.body))
         if refusal is not None:
-            return self._refuse(refusal)
+            return await self._refuse_post(refusal, preamble, session)
         selected = self.pipeline.select(
             preamble, session, lambda adapter: _vet(adapter, preamble, session)
         )
         if isinstance(selected, Refusal):
-            return self._refuse(selected)
+            return await self._refuse_post(selected, preamble, session)
         running = session.running if session is not None else None
         arrival = self.pipeline.accept(preamble, selected, session, running, principal)
         arrival.vet_failure = self._vet_failure(request)
+        over_quota = self.pipeline.admit(arrival)
+        if over_quota is not None:
+            return self._refuse(over_quota)
         response_headers: dict[str, str] = {}
         if await self.pipeline.handshake(arrival) and preamble.transport == "http":
             assert arrival.session is not None
@@ -180,6 +183,18 @@ class Endpoint:
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
+
+    async def _refuse_post(
+        self, refusal: Refusal, preamble: Preamble, session: Session | None
+    ) -> web.StreamResponse:
+        """An HTTP+SSE client reads every answer on its stream, JSON-RPC errors too (it
+        never reads a POST's body); an HTTP status of its own stays the POST's."""
+        status = refusal.adapter.http_status(refusal.failure)
+        if preamble.transport == "sse" and session is not None and status == 200:
+            if refusal.id is not None:
+                await self.pipeline.deliver(session, refusal.message())
+            return web.Response(status=202, text="Accepted")
+        return self._refuse(refusal)
 
     async def _admit(self, request: web.Request, headers: dict[str, str]) -> Admission:
         """The route's credential check (OAuth), before anything else is done."""
@@ -217,7 +232,15 @@ class Endpoint:
         limit = self.route.max_body
         if request.content_length is not None and request.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        raw = await _read_body(request, limit + 1)
+        try:
+            async with asyncio.timeout(self.route.body_timeout):
+                raw = await _read_body(request, limit + 1)
+        except TimeoutError:
+            failure = Failure(
+                FailureKind.INVALID_REQUEST,
+                f"the request body did not arrive within {self.route.body_timeout:g}s",
+            )
+            return self.pipeline.refusal(preamble, failure)
         if len(raw) > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
         return self.pipeline.parse(preamble, raw)
@@ -293,23 +316,41 @@ class Endpoint:
             return await self._replay(request, resumed[1])  # a POST's stream, polled
         if session.stream_open:
             return web.Response(status=409, text="a stream is already open for this session")
-        stream = web.StreamResponse(
-            headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
-        )
-        await stream.prepare(request)
-        number = 0
-        if log is not None:
-            if resumed is not None:
-                number = resumed[0]
-                for frame in resumed[1]:
-                    await stream.write(frame)
-            else:
-                number = log.standalone = log.open()
-                adapter = self.pipeline.session_adapter(session)
-                if adapter is not None and adapter.primes_streams:
-                    await stream.write(log.priming(number))
-        await self._pump(session, stream, log, number)
+        refused = self.route.streams.acquire(principal)
+        if refused is not None:
+            return self._failure(reporter, refused)
+        try:
+            stream = web.StreamResponse(
+                headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
+            )
+            await stream.prepare(request)
+            number = await self._open_log(session, stream, log, resumed)
+            # Idle for the whole timeout: ended (the client reconnects when it wants).
+            await self._pump(session, stream, log, number, idle_ends=True)
+        finally:
+            self.route.streams.release(principal)
         return stream
+
+    async def _open_log(
+        self,
+        session: Session,
+        stream: web.StreamResponse,
+        log: EventLog | None,
+        resumed: tuple[int, list[bytes], bool] | None,
+    ) -> int:
+        """The standalone stream's event number: a resumed one replays what was
+        missed; a new one is opened in the log (and primed where the revision asks)."""
+        if log is None:
+            return 0
+        if resumed is not None:
+            for frame in resumed[1]:
+                await stream.write(frame)
+            return resumed[0]
+        number = log.standalone = log.open()
+        adapter = self.pipeline.session_adapter(session)
+        if adapter is not None and adapter.primes_streams:
+            await stream.write(log.priming(number))
+        return number
 
     async def _replay(self, request: web.Request, missed: list[bytes]) -> web.StreamResponse:
         """A POST's stream, resumed: what it sent since the client's last event.  It
@@ -328,14 +369,25 @@ class Endpoint:
         sse_capable = [a for a in self.adapters.handshake if "sse" in a.transports]
         if not sse_capable:
             return web.Response(status=405, headers={"Allow": "POST"})
-        session = self.pipeline.open_session(sse_capable[-1].version, principal)
+        refused = self.route.sessions.room_for(principal) or self.route.streams.acquire(principal)
+        if refused is not None:
+            return self._failure(sse_capable[-1], refused)
+        try:
+            return await self._legacy_session(request, principal, sse_capable[-1].version)
+        finally:
+            self.route.streams.release(principal)
+
+    async def _legacy_session(
+        self, request: web.Request, principal: str, version: str
+    ) -> web.StreamResponse:
+        session = self.pipeline.open_session(version, principal)
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
-        await stream.prepare(request)
-        endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
-        await stream.write(encode_event(endpoint, event="endpoint"))
         try:
+            await stream.prepare(request)
+            endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
+            await stream.write(encode_event(endpoint, event="endpoint"))
             await self._pump(session, stream)
         finally:
             # The HTTP+SSE session is the connection: it ends with it.
@@ -348,20 +400,37 @@ class Endpoint:
         stream: web.StreamResponse,
         log: EventLog | None = None,
         number: int = 0,
+        *,
+        idle_ends: bool = False,
     ) -> None:
-        """The session's standalone stream; with a ``log``, event ``number``'s ids."""
+        """The session's messages onto its stream (with a ``log``, event ``number``'s
+        ids).  After ``stream_idle_timeout`` with nothing to send the stream ends
+        (``idle_ends``) or gets a keep-alive comment; a client that does not read for
+        that long is cut off."""
+        idle = self.route.stream_idle_timeout
         self.pipeline.stream_opened(session, True)
         try:
             while True:
-                message = await session.outbox.get()
+                try:
+                    async with asyncio.timeout(idle):
+                        message = await session.outbox.get()
+                except TimeoutError:
+                    if idle_ends:
+                        break
+                    async with asyncio.timeout(idle):
+                        await stream.write(b": keep-alive\n\n")
+                    continue
                 if message is None:
                     break
                 data = orjson.dumps(message).decode()
-                if log is not None:
-                    await stream.write(log.record(number, data))
-                else:
-                    await stream.write(encode_event(data, event="message"))
-        except (ConnectionResetError, asyncio.CancelledError):
+                frame = (
+                    log.record(number, data)
+                    if log is not None
+                    else encode_event(data, event="message")
+                )
+                async with asyncio.timeout(idle):
+                    await stream.write(frame)
+        except (ConnectionResetError, asyncio.CancelledError, TimeoutError):
             pass
         finally:
             self.pipeline.stream_opened(session, False)

@@ -41,6 +41,7 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
+from gateway.core.limits import MAX_DEPTH, too_deep
 from gateway.protocol import Adapter
 from gateway.transport.common import (
     first_id,
@@ -63,6 +64,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Push = Callable[[Session, dict[str, Any]], Awaitable[None]]
 # The client's calls in flight by request id: what its notifications/cancelled names.
 Running = dict[RequestId, asyncio.Task[Any]]
+# How many calls of one batch run at once (the rest wait their turn).
+BATCH_CONCURRENCY = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +153,38 @@ class Pipeline:
     def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
         """Parse the body into ``preamble``; a Refusal when it is not JSON."""
         try:
-            preamble.body = orjson.loads(raw)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             preamble.parse_error = f"Parse error: {exc}"
             return self.refusal(preamble, Failure(FailureKind.PARSE_ERROR, preamble.parse_error))
+        if too_deep(body):
+            # Refused before any recursive code (validation, projection) walks it.
+            preamble.body = _shallow(body)
+            failure = Failure(
+                FailureKind.INVALID_PARAMS, f"the message nests deeper than {MAX_DEPTH} levels"
+            )
+            return self.refusal(preamble, failure, first_id(body))
+        preamble.body = body
+        if isinstance(body, list) and len(body) > self.route.max_batch:
+            # One answer for the whole batch, before any of it is decoded or run.
+            preamble.body = _shallow(body)
+            failure = Failure(
+                FailureKind.INVALID_REQUEST,
+                f"a batch may hold at most {self.route.max_batch} messages ({len(body)} sent)",
+            )
+            return self.refusal(preamble, failure)
+        return None
+
+    def admit(self, arrival: Arrival) -> Refusal | None:
+        """Whether the caller may open the session its ``initialize`` asks for: over its
+        quota (or the global bound) it is refused, and nobody else's is evicted."""
+        if arrival.session is not None or not arrival.adapter.has_handshake:
+            return None
+        for call in arrival.requests:
+            if call.operation is Operation.INITIALIZE:
+                refused = self.sessions.room_for(arrival.principal)
+                if refused is not None:
+                    return Refusal(arrival.adapter, refused, call.id)
         return None
 
     def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
@@ -393,7 +424,20 @@ class Pipeline:
 
     async def run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
         """Run one call and encode its outcome; its events and asks go to ``send``
-        (None: the session's standalone stream)."""
+        (None: the session's standalone stream).  Counted against the caller's
+        quota of calls in flight: over it, the call is refused, not queued."""
+        calls = self.route.calls
+        refused = calls.acquire(arrival.principal)
+        if refused is not None:
+            adapter = arrival.adapter
+            message = adapter.encode_failure(call.id, refused, call.operation)
+            return Reply(message, adapter.http_status(refused))
+        try:
+            return await self._run(arrival, call, send)
+        finally:
+            calls.release(arrival.principal)
+
+    async def _run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
         started = time.perf_counter()
         adapter = arrival.adapter
         outcome: Outcome
@@ -429,8 +473,14 @@ class Pipeline:
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None
     ) -> list[dict[str, Any]]:
-        """A batch's calls, concurrently; their answers in order."""
-        replies = await asyncio.gather(*(self.run(arrival, call, send) for call in calls))
+        """A batch's calls, a few at a time (``BATCH_CONCURRENCY``); answers in order."""
+        gate = asyncio.Semaphore(BATCH_CONCURRENCY)
+
+        async def one(call: Call) -> Reply:
+            async with gate:
+                return await self.run(arrival, call, send)
+
+        replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
     def _check_param_headers(self, arrival: Arrival, call: Call) -> Failure | None:
@@ -527,9 +577,7 @@ class Pipeline:
         self.sessions.close_all()
 
 
-async def _outcome(
-    work: Awaitable[Outcome], graceful: Callable[[], bool] | None = None
-) -> Outcome:
+async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None = None) -> Outcome:
     """The call's outcome, a Failure raised or a cancellation by the client included.
     ``graceful()``: the cancellation was the gateway ending a listen, which ends as
     the spec asks (an empty result)."""
@@ -544,6 +592,25 @@ async def _outcome(
         if graceful is not None and graceful():
             return Value({})
         return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+
+
+def _shallow(body: Any) -> Any:
+    """A refused message's top level only (its id, method and ``_meta``, which say how
+    to word the refusal), without the nesting no code may walk."""
+    if isinstance(body, list):
+        return [_shallow(item) for item in body[:1]]
+    if not isinstance(body, dict):
+        return None
+    top = {
+        k: v
+        for k, v in body.items()
+        if k in ("jsonrpc", "id", "method") and not isinstance(v, dict | list)
+    }
+    params = body.get("params")
+    if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+        meta = params["_meta"]
+        top["params"] = {"_meta": {k: v for k, v in meta.items() if not isinstance(v, dict | list)}}
+    return top
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:

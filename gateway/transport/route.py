@@ -11,6 +11,7 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.forwarder import Forwarder
 from gateway.bridge.principal import Principals
 from gateway.core import ServerProfile
+from gateway.core.quota import Quota
 from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
 from gateway.transport.guard import OriginGuard
@@ -27,6 +28,12 @@ class Route:
     guard: OriginGuard
     forward_headers: tuple[str, ...] = ("authorization", "traceparent", "tracestate", "baggage")
     max_body: int = 4 * 1024 * 1024
+    # The most messages one JSON-RPC batch may hold.
+    max_batch: int = 64
+    # Seconds a request body may take to arrive, and a standalone stream may stay
+    # idle (nothing to send, or a client that does not read).
+    body_timeout: float = 30.0
+    stream_idle_timeout: float = 300.0
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
@@ -34,6 +41,9 @@ class Route:
     auth: RouteAuth | None = None
     # Who a caller is: a keyed digest of its credentials and tenant headers.
     principals: Principals = field(default_factory=lambda: Principals(secrets.token_bytes(32)))
+    # Calls in flight and open standalone streams, per principal and in all.
+    calls: Quota = field(default_factory=lambda: Quota("calls in flight", 200, 2_000))
+    streams: Quota = field(default_factory=lambda: Quota("open streams", 100, 1_000))
 
     @property
     def forwarder(self) -> Forwarder:

@@ -2,7 +2,9 @@
 
 Only handshake-era clients have sessions; the stateless revision never gets
 one.  The store is a small interface so several replicas could share a real
-store later; this one lives in memory.
+store later; this one lives in memory.  It is bounded per principal and in
+all (:class:`~gateway.core.quota.Quota`): a caller over either bound is refused
+a new session, and nobody's session is ever evicted to make room.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core import Answer, Downstream, RequestId, SessionView
+from gateway.core import Answer, Downstream, Failure, RequestId, SessionView
+from gateway.core.quota import Quota
 
 # Server-to-client messages queued for a session's stream while nobody reads it.
 MAX_QUEUED = 1024
@@ -83,12 +86,25 @@ class Session:
 
 
 class SessionStore:
-    """In-memory sessions with idle expiry."""
+    """In-memory sessions with idle expiry, bounded per principal and in all."""
 
-    def __init__(self, idle_timeout: float = 3600.0, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self,
+        idle_timeout: float = 3600.0,
+        max_sessions: int = 10_000,
+        per_principal: int = 1_000,
+    ) -> None:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self._sessions: dict[str, Session] = {}
+        self.quota = Quota("sessions", per_principal, max_sessions)
+
+    def room_for(self, principal: str) -> Failure | None:
+        """Why ``principal`` may not open another session now (None: it may)."""
+        refused = self.quota.refusal(principal)
+        if refused is not None and self.sweep():
+            refused = self.quota.refusal(principal)
+        return refused
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -100,15 +116,14 @@ class SessionStore:
         capabilities: dict[str, Any] | None = None,
         info: dict[str, Any] | None = None,
     ) -> Session:
-        self.sweep()
-        if len(self._sessions) >= self.max_sessions:
-            oldest = min(self._sessions.values(), key=lambda s: s.last_seen)
-            self.delete(oldest.id)
+        """A new session.  Callers ask :meth:`room_for` first; what this one counts
+        can go past a bound only by the handshakes already under way."""
         # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
         session_id = secrets.token_urlsafe(32)
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
         session = Session(view, principal)
         self._sessions[session_id] = session
+        self.quota.add(principal)
         return session
 
     def get(self, session_id: str | None, principal: str) -> Session | None:
@@ -132,6 +147,7 @@ class SessionStore:
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
+        self.quota.release(session.principal)
         session.close()
         return True
 

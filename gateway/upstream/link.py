@@ -64,7 +64,11 @@ class UpstreamLink:
             if not settings.command:
                 raise ValueError("a stdio upstream needs a command")
             self._primary = StdioCarrier(
-                settings.command, env=settings.env, cwd=settings.cwd, route=settings.route
+                settings.command,
+                env=settings.env,
+                cwd=settings.cwd,
+                route=settings.route,
+                read_timeout=settings.request_timeout,
             )
         self._verdict: Verdict | None = None
         self._probe_lock = asyncio.Lock()

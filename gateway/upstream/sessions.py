@@ -293,7 +293,11 @@ class SessionPool:
         settings = self.settings
         assert settings.command is not None
         return StdioCarrier(
-            settings.command, env=settings.env, cwd=settings.cwd, route=settings.route
+            settings.command,
+            env=settings.env,
+            cwd=settings.cwd,
+            route=settings.route,
+            read_timeout=settings.request_timeout,
         )
 
     # ---------------------------------------------------------------- calls

@@ -35,7 +35,7 @@ import structlog
 
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import Demux
+from gateway.upstream.demux import Demux, DropOldestQueue
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
@@ -168,6 +168,7 @@ class StdioCarrier(Carrier):
     ``healthy_after`` seconds before crashing starts the count afresh.
     ``close()`` closes stdin, waits ``close_timeout``, sends SIGTERM to the
     process group, waits ``term_timeout``, then sends SIGKILL, and reaps.
+    ``read_timeout`` bounds the silence on a request's answer (None: unbounded).
     """
 
     cancels_by_close = False
@@ -192,6 +193,7 @@ class StdioCarrier(Carrier):
         term_timeout: float = 2.0,
         exit_drain_timeout: float = 1.0,
         auto_restart: bool = False,
+        read_timeout: float | None = None,
     ) -> None:
         if not argv:
             raise ValueError("a stdio upstream needs a command")
@@ -201,6 +203,7 @@ class StdioCarrier(Carrier):
         self.inherit_env = inherit_env
         self.route = route
         self.auto_restart = auto_restart
+        self.read_timeout = read_timeout
         self._max_message_size = max_message_size
         self._max_queued = max_queued
         self._max_stderr_line = max_stderr_line
@@ -485,6 +488,13 @@ class StdioCarrier(Carrier):
                 raise CarrierError(f"could not write to the stdio server: {exc}") from exc
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        return await self._exchange(message, self.read_timeout)
+
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+        """A request whose answer may stay quiet for long (a listen): no silence bound."""
+        return await self._exchange(message, None)
+
+    async def _exchange(self, message: Message, silence: float | None) -> Exchange:
         if not is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         child = await self._ready()
@@ -498,7 +508,7 @@ class StdioCarrier(Carrier):
 
         async def messages() -> AsyncIterator[Message]:
             try:
-                while (item := await queue.get()) is not None:
+                while (item := await self._next(queue, silence)) is not None:
                     yield item
             finally:
                 child.demux.forget(key, queue)
@@ -509,6 +519,18 @@ class StdioCarrier(Carrier):
             queue.close()
 
         return Exchange(200, {}, messages(), closer=closer)
+
+    async def _next(self, queue: DropOldestQueue, silence: float | None) -> Message | None:
+        """The request's next message; silence longer than ``silence`` (the route's
+        ``timeout=``, as for HTTP: between messages, not in all) is a timeout."""
+        try:
+            async with asyncio.timeout(silence):
+                item: Message | None = await queue.get()
+                return item
+        except TimeoutError:
+            raise CarrierError(
+                f"the stdio server sent nothing for {silence:g}s", timeout=True
+            ) from None
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         await self._write(await self._ready(), message)

@@ -259,14 +259,14 @@ async def test_retry_missing_the_answer_asks_again(client: Client, fake: FakeUps
     requests2, state2 = input_required(again)
     assert requests2 == requests  # the same ask, under the same key
     assert state2 != state
-    # An answer under a key nobody asked is no answer either.
+    # An answer under a key nobody asked is refused (invalid params), never forwarded;
+    # the round stays open for a proper answer.
     third = await client.call("ask_name", responses={"no-such-key": ADA}, state=state2)
-    requests3, state3 = input_required(third)
-    assert requests3 == requests
+    assert_refused(third, "no input request")
     assert fake.answers == []
-    # The round moved on: the earlier states are spent.
+    # The round moved on: the earlier state is spent.
     assert_refused(await client.call("ask_name", responses={key: ADA}, state=state), "already used")
-    done = await client.call("ask_name", responses={key: ADA}, state=state3)
+    done = await client.call("ask_name", responses={key: ADA}, state=state2)
     assert complete_text(done) == "hello Ada"
     assert [a["result"] for a in fake.answers] == [ADA]
     assert fake.calls == 1

@@ -663,11 +663,15 @@ def test_2025_03_26_initialize_in_a_batch_fails() -> None:
         message(version, "initialize", initialize_params(version), id_="init"),
     ]
     items = decode(version, body, with_session=False)
-    assert len(items) == 1
-    assert isinstance(items[0], DecodeFailure)
-    assert items[0].id == "init"
-    assert items[0].failure.kind is FailureKind.INVALID_REQUEST
-    assert items[0].method == "initialize"
+    # The batch is refused whole: every request in it is told so (none goes unanswered).
+    assert [(i.id, i.method) for i in items if isinstance(i, DecodeFailure)] == [
+        (1, "tools/list"),
+        ("init", "initialize"),
+    ]
+    assert all(
+        isinstance(i, DecodeFailure) and i.failure.kind is FailureKind.INVALID_REQUEST
+        for i in items
+    )
 
 
 def test_2025_03_26_batch_items_that_are_not_objects() -> None:

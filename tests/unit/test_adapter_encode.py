@@ -274,6 +274,8 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.UNSUPPORTED_MEDIA_TYPE: -32600,
     FailureKind.PAYLOAD_TOO_LARGE: -32600,
     FailureKind.METHOD_NOT_ALLOWED: -32600,
+    FailureKind.QUOTA_EXCEEDED: -32000,
+    FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
@@ -305,6 +307,8 @@ LEGACY_STATUSES: dict[FailureKind, int] = {
     FailureKind.UNSUPPORTED_MEDIA_TYPE: 415,
     FailureKind.PAYLOAD_TOO_LARGE: 413,
     FailureKind.METHOD_NOT_ALLOWED: 405,
+    FailureKind.QUOTA_EXCEEDED: 429,
+    FailureKind.OVERLOADED: 503,
 }
 EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
     **dict.fromkeys(LEGACY, LEGACY_STATUSES),

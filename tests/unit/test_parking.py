@@ -96,8 +96,8 @@ async def settle(table: ParkingTable) -> None:
 # --------------------------------------------------------------------------- bound
 
 
-async def test_a_full_table_expires_the_oldest_and_refuses_its_asks() -> None:
-    table = ParkingTable(max_entries=2, ttl=60.0, grace=WITHIN)
+async def test_a_principal_at_its_quota_loses_its_oldest_which_is_refused() -> None:
+    table = ParkingTable(max_entries=10, ttl=60.0, grace=WITHIN, per_principal=2)
     a, b, c = start_call(), start_call(SAMPLE), start_call(ROOTS)
     for call in (a, b, c):
         table.park(call.parked)
@@ -123,7 +123,7 @@ async def test_a_full_table_expires_the_oldest_and_refuses_its_asks() -> None:
 
 
 async def test_parking_again_makes_a_call_the_newest() -> None:
-    table = ParkingTable(max_entries=2, ttl=60.0, grace=WITHIN)
+    table = ParkingTable(max_entries=10, ttl=60.0, grace=WITHIN, per_principal=2)
     a, b, c = start_call(), start_call(), start_call()
     table.park(a.parked)
     table.park(b.parked)
@@ -270,7 +270,10 @@ async def test_thousands_of_abandoned_calls_stay_bounded(
     parked calls weigh in bytes is measured by `python -m bench.memory`.)"""
     loop = asyncio.get_running_loop()
     bound, total = 1000, 5000
-    table = ParkingTable(max_entries=bound, ttl=600.0, grace=0.01)
+    # One principal (anonymous) at its quota: its own oldest calls make room.
+    table = ParkingTable(
+        max_entries=2 * bound, ttl=600.0, grace=0.01, per_principal=bound, short_ttl=600.0
+    )
     stats: Counter[str] = Counter()
     timers = _record_deadlines(monkeypatch, loop, table)
     # Only the newest `bound` calls are held here: the table must not hold the rest.

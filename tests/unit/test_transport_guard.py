@@ -94,8 +94,9 @@ def test_a_remote_page_may_not_use_a_loopback_gateway() -> None:
     assert failure is not None and "Origin" in failure.message
 
 
-def test_not_loopback_loopback_pages_pass_only_without_an_origin_list() -> None:
-    assert allowed(OPEN, origin="http://localhost:3000")
+def test_not_loopback_a_loopback_origin_is_no_evidence_of_a_local_caller() -> None:
+    # Reachable from the network, a page claiming loopback may be anyone's.
+    assert not allowed(OPEN, origin="http://localhost:3000")
     assert not allowed(OPEN, origin="https://evil.example")
     # With a list, a gateway reachable from the network trusts only the list.
     assert not allowed(LISTED, origin="http://localhost:3000")

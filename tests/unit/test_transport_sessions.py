@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.core import Answer, AskKind
+from gateway.core import Answer, AskKind, FailureKind
 from gateway.transport import sessions as sessions_module
 from gateway.transport.sessions import MAX_QUEUED, SessionStore
 
@@ -92,33 +92,37 @@ def test_sweep_ends_idle_sessions_but_not_an_open_stream(clock: Clock) -> None:
     assert store.get(idle, "a") is None
 
 
-def test_creating_sweeps_the_idle_first(clock: Clock) -> None:
+def test_a_full_store_sweeps_the_idle_before_refusing(clock: Clock) -> None:
     store = SessionStore(idle_timeout=IDLE, max_sessions=2)
     old = make(store, "a", clock)
     clock.now += IDLE + 1
     keep = make(store, "b", clock)
+    assert store.room_for("c") is None  # the idle one is swept to make room
     third = make(store, "c", clock)
     assert len(store) == 2
     assert store.get(old, "a") is None
     assert store.get(keep, "b") is not None and store.get(third, "c") is not None
 
 
-def test_the_least_recently_seen_session_makes_room(clock: Clock) -> None:
+def test_a_full_store_refuses_and_evicts_nobody(clock: Clock) -> None:
     store = SessionStore(idle_timeout=IDLE * 100, max_sessions=3)
-    first = make(store, "a", clock)
-    clock.now += 1
-    second = make(store, "b", clock)
-    clock.now += 1
-    third = make(store, "c", clock)
-    clock.now += 1
-    assert store.get(first, "a") is not None  # used: now the newest
-    closed = []
-    store._sessions[second].on_close.append(lambda: closed.append("second"))
-    clock.now += 1
-    fourth = make(store, "d", clock)
-    assert len(store) == 3
-    assert store.get(second, "b") is None and closed == ["second"]
-    assert all(store.get(s, p) is not None for s, p in ((first, "a"), (third, "c"), (fourth, "d")))
+    made = [(make(store, p, clock), p) for p in ("a", "b", "c")]
+    closed: list[str] = []
+    for sid, _ in made:
+        store._sessions[sid].on_close.append(lambda sid=sid: closed.append(sid))
+    refused = store.room_for("d")
+    assert refused is not None and refused.kind is FailureKind.OVERLOADED
+    assert len(store) == 3 and closed == []
+    assert all(store.get(sid, p) is not None for sid, p in made)
+
+
+def test_one_principal_at_its_quota_is_refused_others_are_not(clock: Clock) -> None:
+    store = SessionStore(idle_timeout=IDLE * 100, max_sessions=10, per_principal=2)
+    make(store, "a", clock)
+    make(store, "a", clock)
+    refused = store.room_for("a")
+    assert refused is not None and refused.kind is FailureKind.QUOTA_EXCEEDED
+    assert store.room_for("b") is None
 
 
 async def test_ending_a_session_releases_what_it_held(clock: Clock) -> None:

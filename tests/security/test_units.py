@@ -1,0 +1,93 @@
+"""The smaller findings, one class at a time: quotas, the Origin guard, log fields,
+the stdio carrier's timeout and /readyz for stdio routes."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from gateway.bridge.backend import _spawnable
+from gateway.core import FailureKind
+from gateway.core.limits import DescriptorBudget
+from gateway.core.quota import Quota
+from gateway.observability import MAX_LOG_FIELD, truncate_fields
+from gateway.transport.guard import OriginGuard
+from gateway.upstream.carrier import CarrierError
+from gateway.upstream.stdio import StdioCarrier
+from tests.security.harness import gateway
+
+
+def test_a_quota_refuses_per_principal_then_in_all_and_counts_releases() -> None:
+    quota = Quota("things", per_principal=2, total=3)
+    assert quota.acquire("a") is None and quota.acquire("a") is None
+    mine = quota.acquire("a")
+    assert mine is not None and mine.kind is FailureKind.QUOTA_EXCEEDED
+    assert quota.acquire("b") is None
+    full = quota.acquire("c")
+    assert full is not None and full.kind is FailureKind.OVERLOADED
+    quota.release("a")
+    assert quota.acquire("c") is None and len(quota) == 3
+    quota.release("nobody")  # never taken: nothing changes
+    assert len(quota) == 3
+
+
+def test_loopback_origins_only_for_loopback_listeners() -> None:
+    origin = {"origin": "http://localhost:9999", "host": "localhost:8080"}
+    assert OriginGuard(loopback_only=True).check(origin) is None
+    refused = OriginGuard(loopback_only=False).check(origin)
+    assert refused is not None and refused.kind is FailureKind.FORBIDDEN
+    listed = OriginGuard(loopback_only=False, allowed_origins=["http://localhost:9999"])
+    assert listed.check(origin) is None
+
+
+def test_log_fields_are_truncated() -> None:
+    event = {"event": "call", "method": "m" * 4_000_000, "data": {"k": "v" * 5000}, "n": 3}
+    out = truncate_fields(None, "info", event)
+    assert len(out["method"]) < MAX_LOG_FIELD + 64 and out["method"].endswith("more)")
+    assert isinstance(out["data"], str) and len(out["data"]) < MAX_LOG_FIELD + 64
+    assert out["n"] == 3
+
+
+def test_the_descriptor_budget_says_when_too_few_are_left() -> None:
+    assert not DescriptorBudget(reserve=0).exhausted()
+    assert DescriptorBudget(reserve=DescriptorBudget.limit()).exhausted()
+
+
+async def test_a_silent_stdio_server_times_out() -> None:
+    """stdio routes honour timeout= (the carrier's read_timeout), as HTTP ones do."""
+    silent = [sys.executable, "-c", "import time; time.sleep(60)"]
+    carrier = StdioCarrier(silent, read_timeout=0.3, close_timeout=0.2, term_timeout=0.5)
+    try:
+        await carrier.start()
+        exchange = await carrier.request({"jsonrpc": "2.0", "id": 1, "method": "ping"}, {})
+        with pytest.raises(CarrierError) as caught:
+            async with asyncio.timeout(5):
+                async for _ in exchange.messages:
+                    pass
+        assert caught.value.timeout
+    finally:
+        await carrier.close()
+
+
+def test_a_stdio_command_is_ready_when_it_can_be_spawned(tmp_path: Path) -> None:
+    _spawnable([sys.executable], None)
+    _spawnable(["sh", "-c", "true"], str(tmp_path))
+    with pytest.raises(OSError):
+        _spawnable(["no-such-program-anywhere"], None)
+    with pytest.raises(OSError):
+        _spawnable([sys.executable], str(tmp_path / "missing"))
+
+
+async def test_readyz_is_200_for_a_stdio_route(tmp_path: Path, upstream: str) -> None:
+    """It used to try port 80 of an empty URL: always 503."""
+    command = f"stdio:{sys.executable} -m gateway stdio --upstream {upstream}"
+    with gateway(tmp_path, command) as gw:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(2):  # the first probes; the second checks the command
+                async with http.get(gw.base + "/readyz") as resp:
+                    body = await resp.json()
+                    assert resp.status == 200, body
