@@ -83,9 +83,13 @@ class Session:
 class SessionStore:
     """In-memory sessions with idle expiry."""
 
-    def __init__(self, idle_timeout: float = 3600.0, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self, idle_timeout: float = 3600.0, max_sessions: int = 10_000, id_prefix: str = ""
+    ) -> None:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
+        # In a cluster, ids start with the owner replica's id (so any replica can relay).
+        self.id_prefix = id_prefix
         self._sessions: dict[str, Session] = {}
 
     def __len__(self) -> int:
@@ -103,7 +107,7 @@ class SessionStore:
             oldest = min(self._sessions.values(), key=lambda s: s.last_seen)
             self.delete(oldest.id)
         # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
-        session_id = secrets.token_urlsafe(32)
+        session_id = self.id_prefix + secrets.token_urlsafe(32)
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
         session = Session(view, principal)
         self._sessions[session_id] = session
