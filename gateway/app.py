@@ -12,7 +12,7 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
@@ -34,6 +34,10 @@ from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
 from gateway.transport.sessions import SessionStore
 from gateway.upstream.link import UpstreamLink
+
+if TYPE_CHECKING:  # imported only when a cluster is configured
+    from gateway.cluster.node import ClusterNode
+    from gateway.cluster.options import ClusterOptions
 
 __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
@@ -89,6 +93,8 @@ class Gateway:
         max_parked: int = 1000,
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
+        cluster: ClusterOptions | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.specs = routes
         self.trust_forwarded = trust_forwarded
@@ -110,6 +116,10 @@ class Gateway:
         self._runner: web.AppRunner | None = None
         self._requests: set[asyncio.Task[Any]] = set()
         self._force = asyncio.Event()
+        # Several replicas as one (gateway/cluster): None without --cluster / --workers.
+        self.cluster_options = cluster
+        self.cluster: ClusterNode | None = None
+        self.reuse_port = reuse_port
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
         )
@@ -158,9 +168,14 @@ class Gateway:
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
         )
+        if self.cluster_options is not None:
+            self.cluster = self.cluster_options.node(self.state_key)
+        middlewares = [self._context_middleware]
+        if self.cluster is not None:
+            middlewares.append(self.cluster.middleware)
         app = web.Application(
             client_max_size=max(64 * 1024 * 1024, self.max_body_bytes + 1),
-            middlewares=[self._context_middleware],
+            middlewares=middlewares,
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
@@ -190,6 +205,18 @@ class Gateway:
                 f"(known: {', '.join(self.adapters.versions)})"
             )
         settings = spec.upstream_settings()
+        node = self.cluster
+        sealer = StateSealer(
+            self.state_key,
+            ttl=self.park_ttl,
+            owner=node.id if node is not None else None,
+            ledger=node.use_once if node is not None else None,
+        )
+        link = UpstreamLink(settings, self.adapters, self._session_for(spec))
+        if node is not None:
+            node.attach(spec.path, self.max_body_bytes, sealer)
+            if spec.command is None:
+                node.verdicts.add(f"{spec.path} {spec.upstream}", link, self.adapters)
         static = {name.lower() for name in spec.headers_from_env} | {
             name.lower() for name in spec.headers_from_file
         }
@@ -204,11 +231,11 @@ class Gateway:
             )
         )
         backend = Backend(
-            UpstreamLink(settings, self.adapters, self._session_for(spec)),
+            link,
             self.adapters,
             cache_ttl_ms=spec.ttl_ms,
             cache_scope=spec.cache_scope,
-            sealer=StateSealer(self.state_key, ttl=self.park_ttl),
+            sealer=sealer,
             max_parked=self.max_parked,
         )
         return Route(
@@ -222,7 +249,10 @@ class Gateway:
             ),
             forward_headers=forward,
             max_body=self.max_body_bytes,
-            sessions=SessionStore(idle_timeout=self.session_idle_timeout),
+            sessions=SessionStore(
+                idle_timeout=self.session_idle_timeout,
+                id_prefix=node.session_prefix if node is not None else "",
+            ),
             principals=Principals(self.state_key, tenant_headers(forward)),
         )
 
@@ -314,12 +344,15 @@ class Gateway:
             app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_GRACE
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self.reuse_port or None)
         await site.start()
         for address in self._runner.addresses:
             if isinstance(address, tuple):
                 self.port = int(address[1])
                 break
+        if self.cluster is not None and self.cluster_options is not None:
+            url = await self.cluster_options.internal_url(self._runner, self.host, self.port)
+            await self.cluster.start(url)
         log.info(
             "gateway listening", host=self.host, port=self.port, routes=[s.path for s in self.specs]
         )
@@ -368,7 +401,13 @@ class Gateway:
         await self._release()
         log.info("gateway stopped")
 
+    def _owned_work(self) -> int:
+        """What a draining cluster member waits for: calls in flight and parked calls."""
+        return self.in_flight() + sum(e.route.parked_count() for e in self.endpoints)
+
     async def _release(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         for endpoint in self.endpoints:
             await endpoint.close()
         if self._runner is not None:
@@ -412,7 +451,12 @@ class Gateway:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, on_signal, sig.name)
             await stop.wait()
-            await self.stop(self.drain_timeout)
+            started = time.monotonic()
+            if self.cluster is not None:
+                # Keep listening while what this replica owns finishes (relayed to it).
+                self.draining = True
+                await self.cluster.drain(self.drain_timeout, self._owned_work)
+            await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)

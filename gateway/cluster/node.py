@@ -23,7 +23,7 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 
 from gateway.bridge.state import StateSealer
-from gateway.cluster.owner import parked_owner, session_owner
+from gateway.cluster.owner import parked_owner, session_owner, session_prefix
 from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import VerdictShare
@@ -62,6 +62,18 @@ class ClusterNode:
         self._key = relay_key(state_key)
         self.relay = Relay(self._key, self.id, relay_timeout)
         self._beat: asyncio.Task[None] | None = None
+
+    @property
+    def session_prefix(self) -> str:
+        return session_prefix(self.id)
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        """The sealer's ledger: a requestState is spent once in the whole cluster."""
+        return await self.store.use_once(key, ttl)
+
+    def attach(self, path: str, max_body: int, sealer: StateSealer) -> None:
+        """A route whose requests are relayed to their owner."""
+        self.routes[path] = RouteEntry(max_body, sealer)
 
     # ------------------------------------------------------------ membership
 
