@@ -77,6 +77,32 @@ def state_key_from_env() -> bytes | None:
     return raw.encode()
 
 
+def cluster_options(settings: Settings) -> ClusterOptions | None:
+    """Cluster mode (``--cluster``): replicas authenticate each other with the state
+    key, so there is none without it."""
+    if settings.cluster is None:
+        return None
+    if state_key_from_env() is None:
+        raise SettingsError(
+            f"--cluster needs {STATE_KEY_ENV}: the same secret on every replica "
+            "(it seals requestState and authenticates relays between replicas)"
+        )
+    if settings.advertise is None and settings.host in ("0.0.0.0", "::"):
+        raise SettingsError(
+            "--cluster on a wildcard address needs --advertise http://HOST:PORT "
+            "(where the other replicas reach this one)"
+        )
+    from gateway.cluster.options import ClusterOptions
+
+    timeout = max((spec.timeout for spec in settings.routes), default=300.0)
+    return ClusterOptions(
+        settings.cluster,
+        advertise=settings.advertise,
+        own_port=settings.reuse_port,
+        relay_timeout=timeout + 5.0,
+    )
+
+
 class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
@@ -137,6 +163,8 @@ class Gateway:
             max_parked=settings.max_parked,
             state_key=state_key_from_env(),
             trust_forwarded=settings.trust_forwarded,
+            cluster=cluster_options(settings),
+            reuse_port=settings.reuse_port,
         )
 
     def in_flight(self) -> int:
