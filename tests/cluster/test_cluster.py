@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -169,3 +173,40 @@ def test_cluster_mode_refuses_to_start_without_a_state_key(cluster: Cluster) -> 
     )
     assert done.returncode == 2
     assert b"GATEWAY_STATE_KEY" in done.stderr
+
+
+def wait_draining(base: str) -> None:
+    """Until the replica's /readyz says it is draining (bounded)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2):
+                pass
+        except urllib.error.HTTPError as exc:
+            if exc.code == 503 and b"draining" in exc.read():
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{base} did not start draining")
+
+
+async def test_sigterm_drains_what_the_replica_owns(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    leaving, other = cluster.replicas[1], cluster.replicas[2]
+    key, state = await greet_first(http, leaving.base + "/mcp", 1)
+    assert leaving.process is not None
+    leaving.process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.to_thread(wait_draining, leaving.base)
+        # New work that reaches it is relayed to a replica that is not leaving.
+        fresh = LegacyClient(http, leaving.base + "/mcp")
+        await fresh.open()
+        assert replica_at(cluster, leaving.port) != fresh.session_id.split(".")[0]
+        # Its parked call still finishes: the retry, sent elsewhere, is relayed to it.
+        _, body = await greet_retry(http, other.base + "/mcp", 2, key, state, "Ada")
+        assert body["result"]["content"][0]["text"] == "Hello, Ada!", body
+        # With nothing left to finish, it leaves well before the drain timeout.
+        code = await asyncio.to_thread(leaving.process.wait, 10)
+        assert code == 0, leaving.log()[-3000:]
+    finally:
+        cluster.start(leaving)
