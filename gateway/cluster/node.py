@@ -196,6 +196,8 @@ async def _take_body(request: web.Request, limit: int) -> bytes:
     if raw:
         replay.feed_data(raw)
     replay.feed_eof()
-    # aiohttp has no public way to hand a handler a body already read.
+    # aiohttp has no public way to hand a handler a body already read: swap the payload
+    # and forget the cached `content` (tests/cluster covers this against aiohttp's own).
     request._payload = replay
+    request._cache.pop("content", None)
     return raw
