@@ -15,7 +15,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 RUN python -m venv /opt/gateway \
-    && /opt/gateway/bin/pip install '.[uvloop]'
+    && /opt/gateway/bin/pip install '.[uvloop,cluster]'
 
 FROM python:3.11-slim
 ENV PATH=/opt/gateway/bin:$PATH \

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
@@ -40,6 +40,10 @@ from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
 from gateway.transport.sessions import SessionStore
 from gateway.upstream.link import UpstreamLink
+
+if TYPE_CHECKING:  # imported only when a cluster is configured
+    from gateway.cluster.node import ClusterNode
+    from gateway.cluster.options import ClusterOptions
 
 __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
@@ -113,6 +117,32 @@ def state_key_from_env() -> bytes | None:
     return raw.encode()
 
 
+def cluster_options(settings: Settings) -> ClusterOptions | None:
+    """Cluster mode (``--cluster``): replicas authenticate each other with the state
+    key, so there is none without it."""
+    if settings.cluster is None:
+        return None
+    if state_key_from_env() is None:
+        raise SettingsError(
+            f"--cluster needs {STATE_KEY_ENV}: the same secret on every replica "
+            "(it seals requestState and authenticates relays between replicas)"
+        )
+    if settings.advertise is None and settings.host in ("0.0.0.0", "::"):
+        raise SettingsError(
+            "--cluster on a wildcard address needs --advertise http://HOST:PORT "
+            "(where the other replicas reach this one)"
+        )
+    from gateway.cluster.options import ClusterOptions
+
+    timeout = max((spec.timeout for spec in settings.routes), default=300.0)
+    return ClusterOptions(
+        settings.cluster,
+        advertise=settings.advertise,
+        own_port=settings.reuse_port,
+        relay_timeout=timeout + 5.0,
+    )
+
+
 class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
@@ -130,6 +160,8 @@ class Gateway:
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
         limits: Limits | None = None,
+        cluster: ClusterOptions | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.specs = routes
         self.limits = limits or Limits()
@@ -155,6 +187,10 @@ class Gateway:
         self._force = asyncio.Event()
         self._budget_logged = float("-inf")
         self._ops_guard = OriginGuard(loopback_only=True)
+        # Several replicas as one (gateway/cluster): None without --cluster / --workers.
+        self.cluster_options = cluster
+        self.cluster: ClusterNode | None = None
+        self.reuse_port = reuse_port
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
         )
@@ -173,6 +209,8 @@ class Gateway:
             state_key=state_key_from_env(),
             trust_forwarded=settings.trust_forwarded,
             limits=Limits.from_settings(settings),
+            cluster=cluster_options(settings),
+            reuse_port=settings.reuse_port,
         )
 
     def in_flight(self) -> int:
@@ -204,9 +242,14 @@ class Gateway:
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
         )
+        if self.cluster_options is not None:
+            self.cluster = self.cluster_options.node(self.state_key)
+        middlewares = [self._context_middleware, self._budget_middleware]
+        if self.cluster is not None:
+            middlewares.append(self.cluster.middleware)
         app = web.Application(
             client_max_size=max(64 * 1024 * 1024, self.max_body_bytes + 1),
-            middlewares=[self._context_middleware, self._budget_middleware],
+            middlewares=middlewares,
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
@@ -239,6 +282,18 @@ class Gateway:
                 f"(known: {', '.join(self.adapters.versions)})"
             )
         settings = spec.upstream_settings()
+        node = self.cluster
+        sealer = StateSealer(
+            self.state_key,
+            ttl=self.park_ttl,
+            owner=node.id if node is not None else None,
+            ledger=node.use_once if node is not None else None,
+        )
+        link = UpstreamLink(settings, self.adapters, self._session_for(spec))
+        if node is not None:
+            node.attach(spec.path, self.max_body_bytes, sealer)
+            if spec.command is None:
+                node.verdicts.add(f"{spec.path} {spec.upstream}", link, self.adapters)
         static = {name.lower() for name in spec.headers_from_env} | {
             name.lower() for name in spec.headers_from_file
         }
@@ -254,11 +309,11 @@ class Gateway:
         )
         limits = self.limits
         backend = Backend(
-            UpstreamLink(settings, self.adapters, self._session_for(spec)),
+            link,
             self.adapters,
             cache_ttl_ms=spec.ttl_ms,
             cache_scope=spec.cache_scope,
-            sealer=StateSealer(self.state_key, ttl=self.park_ttl),
+            sealer=sealer,
             max_parked=self.max_parked,
             max_parked_per_principal=limits.max_parked_per_principal,
             park_ttl_over_quota=limits.park_ttl_over_quota,
@@ -278,6 +333,7 @@ class Gateway:
                 idle_timeout=self.session_idle_timeout,
                 max_sessions=limits.max_sessions,
                 per_principal=limits.max_sessions_per_principal,
+                id_prefix=node.session_prefix if node is not None else "",
             ),
             principals=Principals(self.state_key, tenant_headers(forward)),
             max_batch=limits.max_batch,
@@ -413,12 +469,15 @@ class Gateway:
             keepalive_timeout=self.limits.header_timeout,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self.reuse_port or None)
         await site.start()
         for address in self._runner.addresses:
             if isinstance(address, tuple):
                 self.port = int(address[1])
                 break
+        if self.cluster is not None and self.cluster_options is not None:
+            url = await self.cluster_options.internal_url(self._runner, self.host, self.port)
+            await self.cluster.start(url)
         log.info(
             "gateway listening", host=self.host, port=self.port, routes=[s.path for s in self.specs]
         )
@@ -470,7 +529,13 @@ class Gateway:
         await self._release()
         log.info("gateway stopped")
 
+    def _owned_work(self) -> int:
+        """What a draining cluster member waits for: calls in flight and parked calls."""
+        return self.in_flight() + sum(e.route.parked_count() for e in self.endpoints)
+
     async def _release(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         for endpoint in self.endpoints:
             await endpoint.close()
         if self._runner is not None:
@@ -514,8 +579,13 @@ class Gateway:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, on_signal, sig.name)
             await stop.wait()
+            started = time.monotonic()
             _watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
-            await self.stop(self.drain_timeout)
+            if self.cluster is not None:
+                # Keep listening while what this replica owns finishes (relayed to it).
+                self.draining = True
+                await self.cluster.drain(self.drain_timeout, self._owned_work)
+            await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)

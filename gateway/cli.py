@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import shlex
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -156,6 +157,32 @@ TrustForwardedOption = Annotated[
         "Forwarded headers: only behind a proxy that sets them.  [default: off]",
     ),
 ]
+ClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL",
+        help="Share state with the other replicas through this store: redis://HOST:PORT/DB "
+        "(needs GATEWAY_STATE_KEY, the same on every replica, and the `cluster` extra).  "
+        "Env: GATEWAY_CLUSTER.",
+    ),
+]
+AdvertiseOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL",
+        help="Where the other replicas reach this one (http://HOST:PORT).  "
+        "[default: the --listen address]  Env: GATEWAY_ADVERTISE.",
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        help="Worker processes sharing the listening port; they relay to each other as "
+        "replicas do.  [default: 1]  Env: GATEWAY_WORKERS.",
+    ),
+]
+
 CheckConfigOption = Annotated[
     bool,
     typer.Option(
@@ -177,6 +204,9 @@ def serve(
     loop: LoopOption = None,
     max_batch: MaxBatchOption = None,
     trust_forwarded: TrustForwardedOption = None,
+    cluster: ClusterOption = None,
+    advertise: AdvertiseOption = None,
+    workers: WorkersOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
@@ -198,6 +228,9 @@ def serve(
         "event_loop": _choice("--loop", loop, EVENT_LOOPS),
         "max_batch": max_batch,
         "trust_forwarded": trust_forwarded or None,
+        "cluster": cluster,
+        "advertise": advertise,
+        "workers": workers,
     }
     try:
         settings = load_settings(flags)
@@ -213,6 +246,12 @@ def serve(
         typer.echo(_describe_settings(settings))
         return
     configure_logging(settings.log_level, settings.log_format)
+    if settings.workers > 1:
+        from gateway.cluster.workers import run_workers
+
+        if settings.port == 0:
+            raise _fail("--workers needs a fixed port in --listen (they share it)")
+        raise typer.Exit(run_workers(settings.workers, sys.argv[2:], settings.cluster))
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(gateway.serve_forever(demo=not settings.routes))
@@ -484,6 +523,31 @@ def _human(report: dict[str, Any]) -> str:
         label = key.replace("_", " ") + ":"
         lines.append(f"{label:<21}{'-' if value is None else value}")
     return "\n".join(lines)
+
+
+@app.command()
+def demo(listen: ListenOption = None) -> None:
+    """Run the bundled demo server alone (a handshake-era MCP server at /mcp), e.g. as
+    the upstream of several gateway replicas."""
+    host, _, port = (listen or "127.0.0.1:3000").rpartition(":")
+    if not port.isdigit():
+        raise _fail("--listen: expected HOST:PORT, e.g. 127.0.0.1:3000")
+    asyncio.run(_serve_demo(host.strip("[]") or "127.0.0.1", int(port)))
+
+
+async def _serve_demo(host: str, port: int) -> None:
+    from gateway.demo import start_demo
+
+    runner, url = await start_demo(host, port)
+    typer.echo(f"demo MCP server at {url}", err=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
 
 
 @app.command()

@@ -327,6 +327,28 @@ class Settings(BaseSettings):
     scrape_hosts: list[str] = Field(default_factory=list)
     # Whether X-Forwarded-* / Forwarded headers (from a proxy in front) say the public URL.
     trust_forwarded: bool = False
+    # Several replicas as one: the shared store (redis://HOST:PORT/DB, or file:///DIR for
+    # one machine), the URL the other replicas reach this one at, worker processes.
+    cluster: str | None = None
+    advertise: str | None = None
+    workers: int = Field(1, ge=1, le=256)
+    # Set by `--workers` for its children: they share the listening port.
+    reuse_port: bool = False
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        schemes = ("redis://", "rediss://", "unix://", "valkey://", "file://")
+        if value is not None and not value.startswith(schemes) and value != "memory:":
+            raise ValueError("expected redis://HOST:PORT/DB (or file:///DIR on one machine)")
+        return value
+
+    @field_validator("advertise")
+    @classmethod
+    def _advertise(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("expected the URL other replicas reach this one at, http://HOST:PORT")
+        return value
 
     @field_validator("routes", mode="before")
     @classmethod

@@ -337,7 +337,9 @@ class Forwarder:
     async def _retry(self, call: Call, exchange: Exchange) -> Outcome:
         assert call.state is not None
         try:
-            claims = self.sealer.open(call.state, call, exchange.route, exchange.principal)
+            claims = await self.sealer.open_once(
+                call.state, call, exchange.route, exchange.principal
+            )
         except Failure as failure:
             return failure
         if claims.get("k") == "carried":
@@ -351,6 +353,12 @@ class Forwarder:
                 replace(call, state=None, answers=None), exchange, ParkedCall()
             )
         parked = self.parking.get(str(claims.get("i")))
+        if parked is None and claims.get("o", self.sealer.owner) != self.sealer.owner:
+            return Failure(
+                FailureKind.INVALID_PARAMS,
+                "the gateway replica that held this call is gone; "
+                "start the call again without requestState",
+            )
         if parked is None:
             return Failure(
                 FailureKind.INVALID_PARAMS,

@@ -93,9 +93,12 @@ class SessionStore:
         idle_timeout: float = 3600.0,
         max_sessions: int = 10_000,
         per_principal: int = 1_000,
+        id_prefix: str = "",
     ) -> None:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
+        # In a cluster, ids start with the owner replica's id (so any replica can relay).
+        self.id_prefix = id_prefix
         self._sessions: dict[str, Session] = {}
         self.quota = Quota("sessions", per_principal, max_sessions)
 
@@ -119,7 +122,7 @@ class SessionStore:
         """A new session.  Callers ask :meth:`room_for` first; what this one counts
         can go past a bound only by the handshakes already under way."""
         # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
-        session_id = secrets.token_urlsafe(32)
+        session_id = self.id_prefix + secrets.token_urlsafe(32)
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
         session = Session(view, principal)
         self._sessions[session_id] = session

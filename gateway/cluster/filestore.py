@@ -1,0 +1,105 @@
+"""A store in a directory: what ``--workers N`` shares on one machine without Redis.
+
+Every entry is a small file, written whole and renamed into place (so a reader
+never sees half of one); single use is an exclusive create.  Expiry is wall
+clock time, since the readers are other processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gateway.cluster.store import Replica
+
+# Used-state markers older than this many of their own TTLs are swept now and then.
+_SWEEP_EVERY = 256
+
+
+class FileStore:
+    """The cluster's shared state as files under ``root`` (created if missing)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        for part in ("replicas", "used", "verdicts"):
+            (self.root / part).mkdir(parents=True, exist_ok=True)
+        self._uses = 0
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        tmp.write_bytes(orjson.dumps(data))
+        os.replace(tmp, path)
+
+    def _read(self, path: Path) -> dict[str, Any] | None:
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(data, dict) or data.get("expiry", 0) < time.time():
+            return None
+        return data
+
+    async def register(self, replica: Replica, ttl: float) -> None:
+        entry = {"replica": orjson.loads(replica.dump()), "expiry": time.time() + ttl}
+        self._write(self.root / "replicas" / f"{_safe(replica.id)}.json", entry)
+
+    async def deregister(self, replica_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "replicas" / f"{_safe(replica_id)}.json").unlink()
+
+    async def replica(self, replica_id: str) -> Replica | None:
+        data = self._read(self.root / "replicas" / f"{_safe(replica_id)}.json")
+        return None if data is None else Replica.load(orjson.dumps(data.get("replica")))
+
+    async def replicas(self) -> list[Replica]:
+        found = []
+        for path in (self.root / "replicas").glob("*.json"):
+            data = self._read(path)
+            replica = None if data is None else Replica.load(orjson.dumps(data.get("replica")))
+            if replica is not None:
+                found.append(replica)
+        return found
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        self._uses += 1
+        if self._uses % _SWEEP_EVERY == 0:
+            self._sweep_used()
+        path = self.root / "used" / _safe(key)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as marker:
+            marker.write(str(time.time() + ttl))
+        return True
+
+    def _sweep_used(self) -> None:
+        now = time.time()
+        for path in (self.root / "used").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if float(path.read_text() or 0) < now:
+                    path.unlink()
+
+    async def verdict(self, route: str) -> dict[str, Any] | None:
+        data = self._read(self.root / "verdicts" / f"{_safe(route)}.json")
+        value = None if data is None else data.get("verdict")
+        return value if isinstance(value, dict) else None
+
+    async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
+        entry = {"verdict": verdict, "expiry": time.time() + ttl}
+        self._write(self.root / "verdicts" / f"{_safe(route)}.json", entry)
+
+    async def close(self) -> None:
+        return None
+
+
+def _safe(name: str) -> str:
+    """A file name for any key: a digest (keys may hold '/', ':' and the like)."""
+    return hashlib.sha256(name.encode()).hexdigest()[:40]

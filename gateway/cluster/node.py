@@ -1,0 +1,203 @@
+"""This replica as a member of a cluster: registry, heartbeat, ownership, relaying, drain.
+
+A request that belongs to a session or a parked call of another live replica
+is relayed to it (see :mod:`gateway.cluster.relay`); one whose owner is gone
+is answered here, where that session or call is unknown: a 404 for a session,
+"start the call again" for a parked call.  A draining replica takes no new
+work: what is not its own is relayed to a replica that is not draining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiohttp import web
+from aiohttp.streams import StreamReader
+
+from gateway.bridge.state import StateSealer
+from gateway.cluster.owner import parked_owner, session_owner, session_prefix
+from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
+from gateway.cluster.store import ClusterStore, Replica
+from gateway.cluster.verdicts import VerdictShare
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[web.Request], Any]
+SESSION_QUERY = "sessionId"
+
+
+@dataclass
+class RouteEntry:
+    max_body: int
+    sealer: StateSealer
+
+
+class ClusterNode:
+    """One replica's membership; its middleware sends foreign requests to their owner."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        state_key: bytes,
+        *,
+        replica_id: str | None = None,
+        heartbeat_ttl: float = 10.0,
+        relay_timeout: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.id = replica_id or secrets.token_hex(6)
+        self.url = ""
+        self.heartbeat_ttl = heartbeat_ttl
+        self.draining = False
+        self.routes: dict[str, RouteEntry] = {}
+        self.verdicts = VerdictShare(store)
+        self._key = relay_key(state_key)
+        self.relay = Relay(self._key, self.id, relay_timeout)
+        self._beat: asyncio.Task[None] | None = None
+
+    @property
+    def session_prefix(self) -> str:
+        return session_prefix(self.id)
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        """The sealer's ledger: a requestState is spent once in the whole cluster."""
+        return await self.store.use_once(key, ttl)
+
+    def attach(self, path: str, max_body: int, sealer: StateSealer) -> None:
+        """A route whose requests are relayed to their owner."""
+        self.routes[path] = RouteEntry(max_body, sealer)
+
+    # ------------------------------------------------------------ membership
+
+    async def start(self, url: str) -> None:
+        self.url = url
+        await self.verdicts.adopt()
+        await self._announce()
+        self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
+        log.info("joined the cluster", replica=self.id, url=url)
+
+    async def _announce(self) -> None:
+        replica = Replica(self.id, self.url, self.draining)
+        await self.store.register(replica, self.heartbeat_ttl)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_ttl / 3)
+            try:
+                await self._announce()
+                await self.verdicts.publish()
+            except Exception as exc:  # the store is down: keep serving what is ours
+                log.warning("cluster heartbeat failed", error=str(exc))
+
+    async def drain(self, deadline_s: float, busy: Callable[[], int]) -> None:
+        """Take no new work, let what is ours finish (up to ``deadline_s``), leave."""
+        self.draining = True
+        with contextlib.suppress(Exception):
+            await self._announce()
+        deadline = time.monotonic() + deadline_s
+        log.info("draining cluster member", replica=self.id, busy=busy())
+        # Polled: parked calls end when their clients retry, which no event here tells.
+        while busy() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await self.leave()
+
+    async def leave(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beat
+            self._beat = None
+        with contextlib.suppress(Exception):
+            await self.store.deregister(self.id)
+
+    async def close(self) -> None:
+        await self.leave()
+        await self.relay.close()
+        await self.store.close()
+
+    # ------------------------------------------------------------- requests
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        entry = self.routes.get(request.path)
+        if entry is None or request.method not in ("GET", "POST", "DELETE"):
+            response: web.StreamResponse = await handler(request)
+            return response
+        if RELAY_HEADER in request.headers:
+            body = await _take_body(request, entry.max_body)
+            if not verify(self._key, request, body):
+                return web.Response(status=403, text="relay not authenticated")
+            return await self._here(request, handler)  # relayed once: never again
+        owner, body = await self._owner(request, entry)
+        target = await self._target(owner)
+        if target is not None:
+            relayed = await self.relay.forward(request, body, target.url)
+            if relayed is not None:
+                return relayed
+        return await self._here(request, handler)
+
+    async def _here(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _owner(self, request: web.Request, entry: RouteEntry) -> tuple[str | None, bytes]:
+        """The replica the request belongs to (None: new work), and its body (read
+        here, and put back for the handler)."""
+        session_id = request.query.get(SESSION_QUERY) or request.headers.get("Mcp-Session-Id")
+        owner = session_owner(session_id)
+        body = b""
+        if request.method == "POST" and (owner is None or owner != self.id):
+            body = await _take_body(request, entry.max_body)
+            if owner is None:
+                owner = parked_owner(body, entry.sealer)
+        return owner, body
+
+    async def _target(self, owner: str | None) -> Replica | None:
+        """Where to relay: the live owner; or, while draining, any live replica that is
+        not for new work.  None: answer here."""
+        if owner == self.id:
+            return None
+        if owner is not None:
+            try:
+                return await self.store.replica(owner)
+            except Exception as exc:
+                log.warning("cluster store unreachable", error=str(exc))
+                return None
+        if not self.draining:
+            return None
+        try:
+            others = [r for r in await self.store.replicas() if r.id != self.id and not r.draining]
+        except Exception:
+            return None
+        return random.choice(others) if others else None
+
+
+async def _take_body(request: web.Request, limit: int) -> bytes:
+    """The body (up to ``limit`` + 1 bytes), put back so the handler reads it again."""
+    if request.method != "POST":
+        return b""
+    buf = bytearray()
+    while len(buf) <= limit:
+        chunk = await request.content.read(limit + 1 - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    raw = bytes(buf)
+    # A limit above the body: feeding it must never pause the connection.
+    replay = StreamReader(request.protocol, len(raw) + 2**16, loop=asyncio.get_running_loop())
+    if raw:
+        replay.feed_data(raw)
+    replay.feed_eof()
+    # aiohttp has no public way to hand a handler a body already read: swap the payload
+    # and forget the cached `content` (tests/cluster covers this against aiohttp's own).
+    request._payload = replay
+    request._cache.pop("content", None)
+    return raw

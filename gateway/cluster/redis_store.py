@@ -1,0 +1,68 @@
+"""The store on Redis (or Valkey): what replicas on several machines share.
+
+Imported only in cluster mode with a ``redis://`` URL: without ``--cluster``
+the ``redis`` client is never imported (it is the optional ``cluster`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from gateway.cluster.store import Replica
+
+PREFIX = "gw:"
+
+
+class RedisStore:
+    """Keys: ``gw:replica:<id>`` (expiring: the heartbeat), ``gw:used:<digest>``
+    (SET NX with the state's lifetime), ``gw:verdict:<route>``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._redis: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+    async def register(self, replica: Replica, ttl: float) -> None:
+        await self._redis.set(f"{PREFIX}replica:{replica.id}", replica.dump(), px=_ms(ttl))
+
+    async def deregister(self, replica_id: str) -> None:
+        await self._redis.delete(f"{PREFIX}replica:{replica_id}")
+
+    async def replica(self, replica_id: str) -> Replica | None:
+        raw = await self._redis.get(f"{PREFIX}replica:{replica_id}")
+        return None if raw is None else Replica.load(raw)
+
+    async def replicas(self) -> list[Replica]:
+        keys = [key async for key in self._redis.scan_iter(match=f"{PREFIX}replica:*")]
+        if not keys:
+            return []
+        found = [Replica.load(raw) for raw in await self._redis.mget(keys) if raw is not None]
+        return [replica for replica in found if replica is not None]
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        return bool(await self._redis.set(f"{PREFIX}used:{key}", b"1", nx=True, px=_ms(ttl)))
+
+    async def verdict(self, route: str) -> dict[str, Any] | None:
+        raw = await self._redis.get(f"{PREFIX}verdict:{route}")
+        if raw is None:
+            return None
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
+        await self._redis.set(f"{PREFIX}verdict:{route}", orjson.dumps(verdict), px=_ms(ttl))
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))

@@ -1,0 +1,107 @@
+"""What replicas share, behind one small interface, and the in-process store.
+
+Ownership is not a table here: a session id and a sealed ``requestState``
+carry their owner replica (see :mod:`gateway.cluster.owner`), so the store
+only has to say which replicas are alive and where they are.  What it holds:
+
+- the replica registry: id, internal URL, draining flag, with a heartbeat
+  expiry (a replica that stops beating drops out by itself);
+- single use of ``requestState`` rounds: a digest taken once, cluster-wide;
+- era verdicts per route (revision, transport, profile JSON), so a new replica
+  skips the probe.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import orjson
+
+
+@dataclass(frozen=True)
+class Replica:
+    id: str
+    url: str  # where the other replicas reach it (relays)
+    draining: bool = False
+
+    def dump(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def load(cls, raw: bytes | str) -> Replica | None:
+        try:
+            data = orjson.loads(raw)
+            return cls(str(data["id"]), str(data["url"]), bool(data.get("draining", False)))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+
+
+class ClusterStore(Protocol):
+    """The shared state of a cluster (Redis, a directory, or this process)."""
+
+    async def register(self, replica: Replica, ttl: float) -> None:
+        """Announce (or keep announcing: the heartbeat) a replica for ``ttl`` seconds."""
+
+    async def deregister(self, replica_id: str) -> None: ...
+
+    async def replica(self, replica_id: str) -> Replica | None:
+        """The live replica with this id, or None (never registered, gone or expired)."""
+
+    async def replicas(self) -> list[Replica]: ...
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        """True the first time ``key`` is used within ``ttl`` seconds, cluster-wide."""
+
+    async def verdict(self, route: str) -> dict[str, Any] | None: ...
+
+    async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryStore:
+    """One process's store: for tests, and a single replica that needs no other."""
+
+    def __init__(self) -> None:
+        self._replicas: dict[str, tuple[Replica, float]] = {}
+        self._used: dict[str, float] = {}
+        self._verdicts: dict[str, tuple[dict[str, Any], float]] = {}
+
+    async def register(self, replica: Replica, ttl: float) -> None:
+        self._replicas[replica.id] = (replica, time.monotonic() + ttl)
+
+    async def deregister(self, replica_id: str) -> None:
+        self._replicas.pop(replica_id, None)
+
+    async def replica(self, replica_id: str) -> Replica | None:
+        found = self._replicas.get(replica_id)
+        if found is None or found[1] < time.monotonic():
+            return None
+        return found[0]
+
+    async def replicas(self) -> list[Replica]:
+        now = time.monotonic()
+        return [replica for replica, expiry in self._replicas.values() if expiry >= now]
+
+    async def use_once(self, key: str, ttl: float) -> bool:
+        now = time.monotonic()
+        if len(self._used) > 10_000:
+            self._used = {k: x for k, x in self._used.items() if x >= now}
+        if self._used.get(key, 0.0) >= now:
+            return False
+        self._used[key] = now + ttl
+        return True
+
+    async def verdict(self, route: str) -> dict[str, Any] | None:
+        found = self._verdicts.get(route)
+        if found is None or found[1] < time.monotonic():
+            return None
+        return found[0]
+
+    async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
+        self._verdicts[route] = (verdict, time.monotonic() + ttl)
+
+    async def close(self) -> None:
+        return None
