@@ -8,6 +8,9 @@ request it answers.  Both carriers use the same rules, kept here:
   exchange); a response to no request in flight is logged and dropped;
 - a progress notification whose token a request in flight sent goes to
   that request;
+- a session-level notification (a list changed, a resource updated) is about
+  no request: it goes to the unsolicited queue, whence the session's listeners
+  get it (attributed to the one request in flight, it reached only that call);
 - any other message goes to the one request in flight when there is exactly
   one (it must be about that request), else to the unsolicited queue.
 
@@ -25,6 +28,15 @@ from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carrier import CarrierError, Message
 
 RequestKey = str | int
+# Notifications about the session, never about one request.
+SESSION_NOTIFICATIONS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
 
 
 class WarningLogger(Protocol):
@@ -161,7 +173,7 @@ class Demux:
             if queue is not None:
                 queue.put(message)
                 return
-        if len(self.waiters) == 1:
+        if len(self.waiters) == 1 and message.get("method") not in SESSION_NOTIFICATIONS:
             next(iter(self.waiters.values())).put(message)
         else:
             self.unsolicited.put(message)
