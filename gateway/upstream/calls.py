@@ -88,11 +88,12 @@ class Calls:
         self.ids = ids
         self._background: set[asyncio.Task[None]] = set()
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` in the background until it ends or ``close`` cancels it."""
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def close(self) -> None:
         for task in list(self._background):
@@ -182,6 +183,9 @@ class Calls:
         try:
             async for incoming in reply.messages:
                 if answers(incoming, upstream_id, reply.status):
+                    # As when asks were answered one by one: the call's result is
+                    # handed on only once what it asked has been answered.
+                    await answering.settled()
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
                     answering.start(incoming)
@@ -192,8 +196,9 @@ class Calls:
                 if token is not None and event.progress_token == upstream_id:
                     event = replace(event, params={**event.params, "progressToken": token})
                 await exchange.emit(event)
-        finally:
-            answering.stop()
+        except BaseException:
+            answering.stop()  # the caller is gone: nobody will answer what it was asked
+            raise
         return Failure(
             FailureKind.UPSTREAM_PROTOCOL, "the upstream ended the exchange without answering"
         )
@@ -341,7 +346,7 @@ class _Answering:
     def start(self, message: dict[str, Any]) -> None:
         if self.channel.inflight is not None:
             self.channel.inflight.waiting.add(self.upstream_id)
-        task = asyncio.get_running_loop().create_task(self._answer(message))
+        task = self.calls.spawn(self._answer(message))
         self.tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -357,8 +362,12 @@ class _Answering:
         if not task.cancelled() and task.exception() is not None:
             log.warning("answering an upstream request failed", error=repr(task.exception()))
 
+    async def settled(self) -> None:
+        if self.tasks:
+            await asyncio.wait(set(self.tasks))
+
     def stop(self) -> None:
-        """The call is over: what it asked no longer needs an answer."""
+        """The call was abandoned: what it asked no longer needs an answer."""
         for task in list(self.tasks):
             task.cancel()
 
