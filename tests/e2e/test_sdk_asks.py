@@ -166,3 +166,34 @@ async def test_url_elicitation_pushed_to_a_2025_11_25_client(
 
     final = await asyncio.wait_for(run(), WAIT * 2)
     assert text_of(final["result"]) == "url elicitation e-18: accept", final
+
+
+async def test_three_concurrent_asks_pushed_to_a_2025_11_25_client_at_once(
+    http: aiohttp.ClientSession, gw: RunningGateway
+) -> None:
+    # All three requests reach the client before it answers any of them.
+    url = gw.url("/mcp")
+    auth = {"Authorization": who()}
+    session = await legacy_session(http, url, ALL_ASKS, auth)
+    headers = {**session_headers(session, NEWEST_HANDSHAKE), **auth}
+    body = request(6, "tools/call", {"name": "ask_three", "arguments": {}})
+
+    async def run() -> dict[str, Any]:
+        async with http.post(url, json=body, headers=headers) as response:
+            assert response.status == 200
+            reader = SseReader(response)
+            asked = [await reader.next_message() for _ in range(3)]
+            methods = sorted(str(m.get("method")) for m in asked)
+            assert methods == ["elicitation/create", "roots/list", "sampling/createMessage"]
+            for message in asked:
+                result = answer_for(message["method"])
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                accepted = await post(http, url, reply, headers)
+                assert accepted.status == 202, accepted.text
+            while True:
+                message = await reader.next_message()
+                if message.get("id") == 6:
+                    return message
+
+    final = await asyncio.wait_for(run(), WAIT * 2)
+    assert text_of(final["result"]) == "name=Ada; sample=sampled words; roots=file:///tmp/root-a"
