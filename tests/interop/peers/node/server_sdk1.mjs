@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Interop server on @modelcontextprotocol/sdk 1.x (handshake era; speaks
 // 2025-11-25 and the older revisions the SDK supports).
-//   node server_sdk1.mjs --transport streamable-http|sse|stdio --host 127.0.0.1 --port N
+//   node server_sdk1.mjs --transport streamable-http|sse|stdio --host 127.0.0.1 --port N [--e2e] [--tasks]
+// --e2e adds the tools of tests/e2e/test_sdk_*.py (concurrent asks, asks by declared
+// capability, URL elicitation, a call that waits for its cancellation); --tasks turns
+// on the SDK's experimental tasks (an in-memory store, the task tool `slow_task`).
 // Packages resolve through ./node_modules -> <repo>/.peers/node/node_modules
 // (symlink created by ./install).
 import { createServer } from 'node:http';

@@ -2,7 +2,9 @@
 // Interop server on @modelcontextprotocol/server 2.x, serving protocol revision
 // 2026-07-28 (stateless: per-request `_meta` envelope, server/discover,
 // input_required results for elicitation / sampling / roots).
-//   node server_sdk2.mjs --transport streamable-http|stdio --host 127.0.0.1 --port N [--legacy serve|reject]
+//   node server_sdk2.mjs --transport streamable-http|stdio --host 127.0.0.1 --port N [--legacy serve|reject] [--e2e]
+// --e2e adds the tools of tests/e2e/test_sdk_*.py (a call that waits for its
+//   cancellation; `where`, whose `region` argument declares x-mcp-header).
 // --legacy (default `serve`): how 2025-era traffic is handled. `serve` is the
 //   SDK default (HTTP: stateless per-request legacy fallback; stdio: a pinned
 //   2025-era connection); `reject` answers legacy traffic with the
