@@ -34,6 +34,8 @@ from typing import Any
 
 import orjson
 
+from bench.procs import open_fds, rss_kib
+
 REPO = Path(__file__).resolve().parents[1]
 MODERN = "2026-07-28"
 HANDSHAKE = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -499,17 +501,6 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], within: float = 30.0) 
             pass
         time.sleep(0.05)
     raise TimeoutError("the gateway did not start")
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 # ------------------------------------------------------------------------ main

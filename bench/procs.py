@@ -40,6 +40,11 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def open_fds(pid: int) -> int:
+    """How many descriptors the process holds open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time the process has used so far (utime + stime), in seconds."""
     stat = Path(f"/proc/{pid}/stat").read_text()

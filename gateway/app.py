@@ -73,6 +73,7 @@ class Limits:
 
     max_parked_per_principal: int = 100
     park_ttl_over_quota: float = 30.0
+    ask_settle: float = 0.05
     max_sessions: int = 10_000
     max_sessions_per_principal: int = 1_000
     max_streams: int = 1_000
@@ -317,6 +318,7 @@ class Gateway:
             max_parked=self.max_parked,
             max_parked_per_principal=limits.max_parked_per_principal,
             park_ttl_over_quota=limits.park_ttl_over_quota,
+            ask_settle=limits.ask_settle,
         )
         return Route(
             path=spec.path,

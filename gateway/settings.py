@@ -306,6 +306,9 @@ class Settings(BaseSettings):
     max_parked_per_principal: int = Field(100, gt=0)
     # Once a principal is at its parked-call quota, its parked calls live this long.
     park_ttl_over_quota: float = Field(30.0, gt=0)
+    # Questions an upstream asks during one call within this many seconds of each
+    # other reach a stateless client as one input_required round.
+    ask_settle: float = Field(0.05, ge=0, le=5)
     max_sessions: int = Field(10_000, gt=0)
     max_sessions_per_principal: int = Field(1_000, gt=0)
     max_streams: int = Field(1_000, gt=0)

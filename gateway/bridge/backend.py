@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.bridge.forwarder import DEFAULT_PARK_TTL, Forwarder
+from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
@@ -37,6 +37,7 @@ class Backend:
         max_parked: int = 1000,
         max_parked_per_principal: int = 100,
         park_ttl_over_quota: float = 30.0,
+        ask_settle: float = DEFAULT_ASK_SETTLE,
     ) -> None:
         self.link = link
         self.cache_ttl_ms = cache_ttl_ms
@@ -53,6 +54,7 @@ class Backend:
                 per_principal=max_parked_per_principal,
                 short_ttl=park_ttl_over_quota,
             ),
+            ask_settle=ask_settle,
         )
         self._profile: ServerProfile | None = None
         self._profile_of: Verdict | None = None

@@ -2,5 +2,6 @@
 
 from gateway.protocol.adapter import Adapter
 from gateway.protocol.selection import AdapterSet
+from gateway.protocol.v2026_07_28 import SUBSCRIPTION_ID
 
-__all__ = ["Adapter", "AdapterSet"]
+__all__ = ["SUBSCRIPTION_ID", "Adapter", "AdapterSet"]

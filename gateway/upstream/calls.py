@@ -88,11 +88,12 @@ class Calls:
         self.ids = ids
         self._background: set[asyncio.Task[None]] = set()
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` in the background until it ends or ``close`` cancels it."""
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def close(self) -> None:
         for task in list(self._background):
@@ -176,26 +177,30 @@ class Calls:
         headers: Mapping[str, str],
     ) -> Outcome:
         """The call's answer, handing on what the upstream says on the way."""
-        adapter, inflight, token = channel.adapter, channel.inflight, call.progress_token
-        async for incoming in reply.messages:
-            if answers(incoming, upstream_id, reply.status):
-                return adapter.client_read_response(call, incoming)
-            if rpc.is_request(incoming):
-                if inflight is not None:
-                    inflight.waiting.add(upstream_id)
-                try:
-                    answer = await self.answer_request(adapter, incoming, exchange.ask)
-                finally:
-                    if inflight is not None:
-                        inflight.waiting.discard(upstream_id)
-                await channel.carrier.send(answer, headers)
-                continue
-            event = adapter.client_read_event(incoming)
-            if event is None:
-                continue
-            if token is not None and event.progress_token == upstream_id:
-                event = replace(event, params={**event.params, "progressToken": token})
-            await exchange.emit(event)
+        adapter, token = channel.adapter, call.progress_token
+        # The upstream may ask several things at once (a handler awaiting them all):
+        # each is answered on its own, while the stream is read on, so that all of
+        # them reach the client together.
+        answering = _Answering(self, channel, upstream_id, exchange, headers)
+        try:
+            async for incoming in reply.messages:
+                if answers(incoming, upstream_id, reply.status):
+                    # As when asks were answered one by one: the call's result is
+                    # handed on only once what it asked has been answered.
+                    await answering.settled()
+                    return adapter.client_read_response(call, incoming)
+                if rpc.is_request(incoming):
+                    answering.start(incoming)
+                    continue
+                event = adapter.client_read_event(incoming)
+                if event is None:
+                    continue
+                if token is not None and event.progress_token == upstream_id:
+                    event = replace(event, params={**event.params, "progressToken": token})
+                await exchange.emit(event)
+        except BaseException:
+            answering.stop()  # the caller is gone: nobody will answer what it was asked
+            raise
         return Failure(
             FailureKind.UPSTREAM_PROTOCOL, "the upstream ended the exchange without answering"
         )
@@ -339,6 +344,51 @@ def answers(message: dict[str, Any], request_id: Any, status: int = 200) -> bool
 def must_notify(adapter: Adapter, carrier: Carrier) -> bool:
     """Whether stopping a call needs a `notifications/cancelled` (not just a closed stream)."""
     return adapter.has_handshake or not carrier.cancels_by_close
+
+
+class _Answering:
+    """The upstream's requests during one call, each answered by a task of its own;
+    while any is open the call counts as blocked on an ask (see ``InFlight.owner``)."""
+
+    def __init__(
+        self,
+        calls: Calls,
+        channel: Channel,
+        upstream_id: int,
+        exchange: Exchange,
+        headers: Mapping[str, str],
+    ) -> None:
+        self.calls, self.channel, self.upstream_id = calls, channel, upstream_id
+        self.exchange, self.headers = exchange, headers
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, message: dict[str, Any]) -> None:
+        if self.channel.inflight is not None:
+            self.channel.inflight.waiting.add(self.upstream_id)
+        task = self.calls.spawn(self._answer(message))
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        answer = await self.calls.answer_request(self.channel.adapter, message, self.exchange.ask)
+        with contextlib.suppress(CarrierError):
+            await self.channel.carrier.send(answer, self.headers)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not self.tasks and self.channel.inflight is not None:
+            self.channel.inflight.waiting.discard(self.upstream_id)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("answering an upstream request failed", error=repr(task.exception()))
+
+    async def settled(self) -> None:
+        if self.tasks:
+            await asyncio.wait(set(self.tasks))
+
+    def stop(self) -> None:
+        """The call was abandoned: what it asked no longer needs an answer."""
+        for task in list(self.tasks):
+            task.cancel()
 
 
 def quiet(exchange: Exchange) -> Exchange:

@@ -8,11 +8,15 @@ request it answers.  Both carriers use the same rules, kept here:
   exchange); a response to no request in flight is logged and dropped;
 - a progress notification whose token a request in flight sent goes to
   that request;
-- a session-level notification (a list changed, a resource updated) is about
-  no request: it goes to the unsolicited queue, whence the session's listeners
-  get it (attributed to the one request in flight, it reached only that call);
-- any other message goes to the one request in flight when there is exactly
-  one (it must be about that request), else to the unsolicited queue.
+- a notification naming a listen in flight by its subscription id (the
+  listen's JSON-RPC id, in ``_meta``) goes to that listen;
+- any other session-level notification (a list changed, a resource updated)
+  is about no request: it goes to the unsolicited queue, whence the session's
+  listeners get it (attributed to the one call in flight, it reached only that
+  call);
+- any other message goes to the one call in flight when there is exactly one
+  besides the listens (a call's logs while the session's listen is open), or
+  to the one request in flight; else to the unsolicited queue.
 
 Queues never make the reader wait: when full, the oldest message is dropped.
 """
@@ -25,6 +29,7 @@ from typing import Any, Protocol
 
 from gateway.core.jsonrpc import is_response
 from gateway.core.jsonrpc import valid_id as is_id
+from gateway.protocol import SUBSCRIPTION_ID
 from gateway.upstream.carrier import CarrierError, Message
 
 RequestKey = str | int
@@ -119,11 +124,16 @@ class Demux:
         self.waiters: dict[RequestKey, DropOldestQueue] = {}
         self.tokens: dict[Any, RequestKey] = {}
         self._token_of: dict[RequestKey, Any] = {}
+        # Requests whose answer is a stream of notifications (subscriptions/listen).
+        self.listens: set[RequestKey] = set()
         self.unsolicited = DropOldestQueue(max_queued, f"{what} unsolicited queue", logger)
         self.closed = False
 
-    def register(self, request: Message) -> tuple[RequestKey, DropOldestQueue]:
-        """A queue for ``request``'s messages, registered before the request is sent."""
+    def register(
+        self, request: Message, *, listen: bool = False
+    ) -> tuple[RequestKey, DropOldestQueue]:
+        """A queue for ``request``'s messages, registered before the request is sent;
+        ``listen``: its answer is a stream of notifications, not a call's."""
         key = request.get("id")
         if not is_id(key):
             raise ValueError("a request needs a string or integer id")
@@ -134,6 +144,8 @@ class Demux:
             raise CarrierError(f"a request with id {key!r} is already in flight")
         queue = DropOldestQueue(self.max_queued, f"{self.what} request {key!r}", self.log)
         self.waiters[key] = queue
+        if listen:
+            self.listens.add(key)
         token = progress_token(request)
         if token is not None and token not in self.tokens:
             self.tokens[token] = key
@@ -144,6 +156,7 @@ class Demux:
         if self.waiters.get(key) is queue:
             del self.waiters[key]
         if key not in self.waiters:
+            self.listens.discard(key)
             self._drop_token(key)
 
     def _drop_token(self, key: Any) -> None:
@@ -162,21 +175,35 @@ class Demux:
                 )
                 return
             self._drop_token(key)
+            self.listens.discard(key)
             queue.put(message)
             queue.close()  # the response ends its exchange
             return
+        queue = self._owner(message)
+        if queue is not None:
+            queue.put(message)
+        else:
+            self.unsolicited.put(message)
+
+    def _owner(self, message: Message) -> DropOldestQueue | None:
+        """The queue of the request in flight a server message is about, if known."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        listen = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if is_id(listen) and listen in self.listens:
+            return self.waiters.get(listen)
         if message.get("method") == "notifications/progress":
-            params = message.get("params")
             token = params.get("progressToken") if isinstance(params, dict) else None
             owner = self.tokens.get(token) if is_id(token) else None
             queue = self.waiters.get(owner) if owner is not None else None
             if queue is not None:
-                queue.put(message)
-                return
-        if len(self.waiters) == 1 and message.get("method") not in SESSION_NOTIFICATIONS:
-            next(iter(self.waiters.values())).put(message)
-        else:
-            self.unsolicited.put(message)
+                return queue
+        if message.get("method") in SESSION_NOTIFICATIONS:
+            return None
+        if len(self.waiters) == 1:
+            return next(iter(self.waiters.values()))
+        calls = [q for k, q in self.waiters.items() if k not in self.listens]
+        return calls[0] if len(calls) == 1 else None
 
     def shutdown(self, error: CarrierError) -> None:
         """Fail every request in flight with ``error``; end the unsolicited queue."""
@@ -186,6 +213,7 @@ class Demux:
         waiters, self.waiters = self.waiters, {}
         self.tokens.clear()
         self._token_of.clear()
+        self.listens.clear()
         for queue in waiters.values():
             queue.close(error)
         self.unsolicited.close()

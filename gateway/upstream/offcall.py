@@ -39,6 +39,9 @@ log = structlog.get_logger(__name__)
 LISTEN_RETRIES = 5
 # How long a pooled session's question waits for the pool's next call.
 HELD_TTL = 300.0
+# A pool holds at most this many questions; more are refused at once (an upstream
+# asking in a loop must not grow a table without bound).
+MAX_HELD = 16
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
@@ -104,13 +107,15 @@ class OffCall:
 
     async def _hold(self, session: LegacySession, message: dict[str, Any]) -> dict[str, Any]:
         """A pooled session's question waits for the pool's next call to ask it."""
+        kind = AskKind.for_method(str(message.get("method")))
+        assert kind is not None
+        if len(session.held) >= MAX_HELD:
+            return session.adapter.client_answer(message["id"], Answer.refusal(kind))
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         session.held.append((message, future))
         try:
             return await asyncio.wait_for(asyncio.shield(future), HELD_TTL)
         except TimeoutError:
-            kind = AskKind.for_method(str(message.get("method")))
-            assert kind is not None
             return session.adapter.client_answer(message["id"], Answer.refusal(kind))
         finally:
             with contextlib.suppress(ValueError):

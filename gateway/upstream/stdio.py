@@ -488,18 +488,18 @@ class StdioCarrier(Carrier):
                 raise CarrierError(f"could not write to the stdio server: {exc}") from exc
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
-        return await self._exchange(message, self.read_timeout)
+        return await self._exchange(message, self.read_timeout, listen=False)
 
     async def stream(self, message: Message, headers: Mapping[str, str]) -> Exchange:
         """A request whose answer may stay quiet for long (a listen): no silence bound."""
-        return await self._exchange(message, None)
+        return await self._exchange(message, None, listen=True)
 
-    async def _exchange(self, message: Message, silence: float | None) -> Exchange:
+    async def _exchange(self, message: Message, silence: float | None, *, listen: bool) -> Exchange:
         if not is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         child = await self._ready()
         # Registered before writing: the answer may come before drain() returns.
-        key, queue = child.demux.register(message)
+        key, queue = child.demux.register(message, listen=listen)
         try:
             await self._write(child, message)
         except BaseException:

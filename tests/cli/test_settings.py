@@ -380,3 +380,25 @@ def test_the_state_key_comes_from_the_environment_only(monkeypatch: pytest.Monke
         state_key_from_env()
     # The config file has no place for it: a secret never lives there.
     assert "state_key" not in Settings.model_fields
+
+
+# ------------------------------------------------------------------ reaching the code
+
+
+async def test_time_and_quota_settings_reach_each_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ask settle window and the parked-call quota set in the environment are the
+    ones the route's forwarder uses (not the built-in defaults)."""
+    from gateway.app import Gateway
+
+    monkeypatch.setenv("GATEWAY_ASK_SETTLE", "0.25")
+    monkeypatch.setenv("GATEWAY_MAX_PARKED_PER_PRINCIPAL", "7")
+    settings = load_settings({"routes": [f"/mcp={UPSTREAM}"]})
+    gateway = Gateway.from_settings(settings)
+    await gateway.build()
+    try:
+        (endpoint,) = gateway.endpoints
+        forwarder = endpoint.route.backend.forwarder
+        assert forwarder.ask_settle == 0.25
+        assert forwarder.parking.per_principal == 7
+    finally:
+        await gateway.stop(0)

@@ -117,18 +117,6 @@ def gateway(
         _kill(process)
 
 
-def rss_kib(pid: int) -> int:
-    """The process's resident memory (VmRSS), in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def wait_until(predicate: Callable[[], bool], within: float, what: str) -> None:
     """Poll ``predicate`` (bounded) for something a test cannot be told about."""
     deadline = time.monotonic() + within

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.procs import open_fds
 from tests.e2e.fake_client import (
     modern_headers,
     modern_request,
@@ -21,7 +22,7 @@ from tests.e2e.fake_client import (
     session_headers,
     text_of,
 )
-from tests.security.harness import gateway, open_fds
+from tests.security.harness import gateway
 
 CAPS = "io.modelcontextprotocol/clientCapabilities"
 ALICE = {"Authorization": "Bearer alice-token"}

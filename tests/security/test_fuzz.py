@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.fuzz import REVISIONS, HttpTarget, Lab, StdioTarget, lab, open_fds, rss_kib, shape
+from bench.fuzz import REVISIONS, HttpTarget, Lab, StdioTarget, lab, shape
+from bench.procs import open_fds, rss_kib
 
 EXAMPLES = 400
 

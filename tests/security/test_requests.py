@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench.procs import rss_kib
 from tests.e2e.fake_client import (
     EVENT_STREAM,
     base_headers,
@@ -25,7 +26,7 @@ from tests.e2e.fake_client import (
     session_headers,
 )
 from tests.e2e.gateway_proc import REPO
-from tests.security.harness import gateway, rss_kib
+from tests.security.harness import gateway
 
 WAIT = 10.0
 

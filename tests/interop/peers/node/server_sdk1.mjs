@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Interop server on @modelcontextprotocol/sdk 1.x (handshake era; speaks
 // 2025-11-25 and the older revisions the SDK supports).
-//   node server_sdk1.mjs --transport streamable-http|sse|stdio --host 127.0.0.1 --port N
+//   node server_sdk1.mjs --transport streamable-http|sse|stdio --host 127.0.0.1 --port N [--e2e] [--tasks]
+// --e2e adds the tools of tests/e2e/test_sdk_*.py (concurrent asks, asks by declared
+// capability, URL elicitation, a call that waits for its cancellation); --tasks turns
+// on the SDK's experimental tasks (an in-memory store, the task tool `slow_task`).
 // Packages resolve through ./node_modules -> <repo>/.peers/node/node_modules
 // (symlink created by ./install).
 import { createServer } from 'node:http';
@@ -20,18 +23,27 @@ import {
   CreateMessageResultSchema,
   ListRootsResultSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import {
   parseArgs, pkgVersion, PNG_BASE64, BINARY_BASE64, NAMES, MANY, paginate,
 } from './lib/common.mjs';
 
 const SDK_VERSION = pkgVersion('@modelcontextprotocol/sdk');
 const log = (...a) => process.stderr.write(`[server_sdk1] ${a.join(' ')}\n`);
+// Set in main(): --e2e registers the end-to-end test tools below, --tasks the
+// experimental task support (off by default so the interop matrix sees the plain server).
+const OPTS = { e2e: false, tasks: false };
+const TASKS = new InMemoryTaskStore(); // shared by every session, like the SDK's example
 
 function buildServer() {
+  const capabilities = { logging: {}, completions: {} };
+  if (OPTS.tasks) capabilities.tasks = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
   const mcp = new McpServer(
     { name: 'interop-node-sdk1', version: SDK_VERSION },
-    { capabilities: { logging: {}, completions: {} } },
+    OPTS.tasks ? { capabilities, taskStore: TASKS, taskMessageQueue: new InMemoryTaskMessageQueue() } : { capabilities },
   );
+  if (OPTS.e2e) registerE2eTools(mcp);
+  if (OPTS.tasks) registerTaskTools(mcp);
   const text = (t) => ({ content: [{ type: 'text', text: t }] });
 
   mcp.registerTool('echo', { description: 'Echo text', inputSchema: { text: z.string() } },
@@ -124,6 +136,96 @@ function buildServer() {
   return mcp;
 }
 
+// ----- end-to-end test tools (--e2e) -----
+const ELICIT_NAME = {
+  mode: 'form',
+  message: 'What is your name?',
+  requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+};
+const SAMPLE = { messages: [{ role: 'user', content: { type: 'text', text: 'say something' } }], maxTokens: 20 };
+const elicit = (extra, params = ELICIT_NAME) => extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema);
+const sample = (extra) => extra.sendRequest({ method: 'sampling/createMessage', params: SAMPLE }, CreateMessageResultSchema);
+const roots = (extra) => extra.sendRequest({ method: 'roots/list' }, ListRootsResultSchema);
+const sampled = (r) => { const c = Array.isArray(r.content) ? r.content[0] : r.content; return c?.type === 'text' ? c.text : JSON.stringify(c); };
+const named = (r) => (r.action === 'accept' ? r.content?.name : r.action);
+
+// Calls waiting for cancellation: tag -> { requestId, reason } once aborted; waiters by tag.
+const ABORTED = new Map();
+const ABORT_WAITERS = new Map();
+function noteAbort(tag, requestId, reason) {
+  ABORTED.set(tag, { requestId, reason: reason === undefined ? null : String(reason) });
+  for (const wake of ABORT_WAITERS.get(tag) ?? []) wake();
+  ABORT_WAITERS.delete(tag);
+}
+const within = (ms, promise) => Promise.race([promise, new Promise((r) => setTimeout(r, ms))]);
+
+function registerE2eTools(mcp) {
+  const text = (t) => ({ content: [{ type: 'text', text: t }] });
+  // Three questions at once: the client must see all three before answering any.
+  mcp.registerTool('ask_three', { description: 'Elicit, sample and list roots concurrently', inputSchema: {} },
+    async (_a, extra) => {
+      const [e, m, r] = await Promise.all([elicit(extra), sample(extra), roots(extra)]);
+      return text(`name=${named(e)}; sample=${sampled(m)}; roots=${r.roots.map((x) => x.uri).join(',')}`);
+    });
+  // Asks for exactly what this session's client declared, in a fixed order.
+  mcp.registerTool('ask_declared', { description: 'Ask whatever the client declared', inputSchema: {} },
+    async (_a, extra) => {
+      const caps = mcp.server.getClientCapabilities() ?? {};
+      const asked = [];
+      if (caps.elicitation) asked.push(`elicitation:${named(await elicit(extra))}`);
+      if (caps.sampling) asked.push(`sampling:${sampled(await sample(extra))}`);
+      if (caps.roots) asked.push(`roots:${(await roots(extra)).roots.length}`);
+      return text(`declared=${Object.keys(caps).sort().join(',')}; ${asked.join('; ')}`);
+    });
+  mcp.registerTool('ask_url', { description: 'URL-mode elicitation', inputSchema: { id: z.string() } },
+    async ({ id }, extra) => {
+      const r = await elicit(extra, { mode: 'url', message: 'Sign in, please', url: `https://example.com/login/${id}`, elicitationId: id });
+      return text(`url elicitation ${id}: ${r.action}`);
+    });
+  // Runs until cancelled (30 s at most): progress says it started; the abort is recorded by tag.
+  mcp.registerTool('wait_cancel', { description: 'Wait for cancellation', inputSchema: { tag: z.string() } },
+    async ({ tag }, extra) => {
+      const token = extra._meta?.progressToken;
+      const aborted = new Promise((r) => extra.signal.addEventListener('abort', r, { once: true }));
+      if (token !== undefined) {
+        await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: 1, message: 'started' } });
+      }
+      await within(30000, aborted);
+      if (extra.signal.aborted) noteAbort(tag, extra.requestId, extra.signal.reason);
+      return text(extra.signal.aborted ? `cancelled ${tag}` : `not cancelled ${tag}`);
+    });
+  // What wait_cancel(tag) saw: its own request id and the reason, once aborted (10 s at most).
+  mcp.registerTool('aborted', { description: 'Report a cancellation', inputSchema: { tag: z.string() } },
+    async ({ tag }) => {
+      if (!ABORTED.has(tag)) {
+        await within(10000, new Promise((r) => ABORT_WAITERS.set(tag, [...(ABORT_WAITERS.get(tag) ?? []), r])));
+      }
+      return { content: [{ type: 'text', text: JSON.stringify(ABORTED.get(tag) ?? null) }], structuredContent: { seen: ABORTED.get(tag) ?? null } };
+    });
+}
+
+// ----- experimental tasks (--tasks) -----
+function registerTaskTools(mcp) {
+  // Completes after `ms` unless cancelled first; its result names the input.
+  mcp.experimental.tasks.registerToolTask('slow_task', {
+    description: 'A task that completes after ms milliseconds',
+    inputSchema: { ms: z.number().int(), word: z.string() },
+    execution: { taskSupport: 'optional' },
+  }, {
+    async createTask({ ms, word }, { taskStore, taskRequestedTtl }) {
+      const task = await taskStore.createTask({ ttl: taskRequestedTtl ?? 60000, pollInterval: 50 });
+      setTimeout(async () => {
+        const now = await taskStore.getTask(task.taskId).catch(() => undefined);
+        if (now?.status !== 'working') return; // cancelled meanwhile
+        await taskStore.storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: `slow ${word}` }] }).catch(() => {});
+      }, ms);
+      return { task };
+    },
+    async getTask(_args, { taskId, taskStore }) { return await taskStore.getTask(taskId); },
+    async getTaskResult(_args, { taskId, taskStore }) { return await taskStore.getTaskResult(taskId); },
+  });
+}
+
 async function readBody(req) {
   const chunks = [];
   for await (const c of req) chunks.push(c);
@@ -138,7 +240,9 @@ function httpError(res, status, message, code = -32000) {
 }
 
 async function main() {
-  const args = parseArgs(process.argv.slice(2), { transport: 'stdio', host: '127.0.0.1', port: '8000' });
+  const args = parseArgs(process.argv.slice(2), { transport: 'stdio', host: '127.0.0.1', port: '8000', e2e: 'false', tasks: 'false' });
+  OPTS.e2e = args.e2e === 'true';
+  OPTS.tasks = args.tasks === 'true';
   if (args.transport === 'stdio') {
     const mcp = buildServer();
     await mcp.connect(new StdioServerTransport());

@@ -2,7 +2,9 @@
 // Interop server on @modelcontextprotocol/server 2.x, serving protocol revision
 // 2026-07-28 (stateless: per-request `_meta` envelope, server/discover,
 // input_required results for elicitation / sampling / roots).
-//   node server_sdk2.mjs --transport streamable-http|stdio --host 127.0.0.1 --port N [--legacy serve|reject]
+//   node server_sdk2.mjs --transport streamable-http|stdio --host 127.0.0.1 --port N [--legacy serve|reject] [--e2e]
+// --e2e adds the tools of tests/e2e/test_sdk_*.py (a call that waits for its
+//   cancellation; `where`, whose `region` argument declares x-mcp-header).
 // --legacy (default `serve`): how 2025-era traffic is handled. `serve` is the
 //   SDK default (HTTP: stateless per-request legacy fallback; stdio: a pinned
 //   2025-era connection); `reject` answers legacy traffic with the
@@ -23,12 +25,53 @@ import {
 const SDK_VERSION = pkgVersion('@modelcontextprotocol/server');
 const log = (...a) => process.stderr.write(`[server_sdk2] ${a.join(' ')}\n`);
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
+const OPTS = { e2e: false }; // --e2e: the end-to-end test tools below
+
+// Calls waiting for cancellation: tag -> { requestId, reason } once aborted; waiters by tag.
+const ABORTED = new Map();
+const ABORT_WAITERS = new Map();
+function noteAbort(tag, requestId, reason) {
+  ABORTED.set(tag, { requestId, reason: reason === undefined ? null : String(reason) });
+  for (const wake of ABORT_WAITERS.get(tag) ?? []) wake();
+  ABORT_WAITERS.delete(tag);
+}
+const within = (ms, promise) => Promise.race([promise, new Promise((r) => setTimeout(r, ms))]);
+
+function registerE2eTools(mcp) {
+  // Runs until cancelled (30 s at most): progress says it started; the abort is recorded by tag.
+  mcp.registerTool('wait_cancel', { description: 'Wait for cancellation', inputSchema: z.object({ tag: z.string() }) },
+    async ({ tag }, c) => {
+      const signal = c.mcpReq.signal;
+      const aborted = new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+      const token = c.mcpReq._meta?.progressToken;
+      if (token !== undefined) {
+        await c.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 1, message: 'started' } });
+      }
+      await within(30000, aborted);
+      if (signal.aborted) noteAbort(tag, c.mcpReq.id, signal.reason);
+      return text(signal.aborted ? `cancelled ${tag}` : `not cancelled ${tag}`);
+    });
+  // What wait_cancel(tag) saw: its own request id and the reason, once aborted (10 s at most).
+  mcp.registerTool('aborted', { description: 'Report a cancellation', inputSchema: z.object({ tag: z.string() }) },
+    async ({ tag }) => {
+      if (!ABORTED.has(tag)) {
+        await within(10000, new Promise((r) => ABORT_WAITERS.set(tag, [...(ABORT_WAITERS.get(tag) ?? []), r])));
+      }
+      return text(JSON.stringify(ABORTED.get(tag) ?? null));
+    });
+  // SEP-2243: `region` is mirrored in an Mcp-Param-Region header, which the SDK checks.
+  mcp.registerTool('where', {
+    description: 'Say where',
+    inputSchema: z.object({ region: z.string().meta({ 'x-mcp-header': 'Region' }), what: z.string() }),
+  }, async ({ region, what }) => text(`${what} in ${region}`));
+}
 
 function buildServer(ctx) {
   const mcp = new McpServer(
     { name: 'interop-node-sdk2', version: SDK_VERSION },
     { capabilities: { logging: {}, completions: {} } },
   );
+  if (OPTS.e2e) registerE2eTools(mcp);
 
   mcp.registerTool('echo', { description: 'Echo text', inputSchema: z.object({ text: z.string() }) },
     async ({ text: t }) => text(`echo: ${t}`));
@@ -138,7 +181,8 @@ function buildServer(ctx) {
 }
 
 async function main() {
-  const args = parseArgs(process.argv.slice(2), { transport: 'stdio', host: '127.0.0.1', port: '8000', legacy: 'serve' });
+  const args = parseArgs(process.argv.slice(2), { transport: 'stdio', host: '127.0.0.1', port: '8000', legacy: 'serve', e2e: 'false' });
+  OPTS.e2e = args.e2e === 'true';
   const onerror = (e) => log('error', e?.message ?? e);
   if (args.transport === 'stdio') {
     serveStdio(buildServer, { legacy: args.legacy === 'reject' ? 'reject' : 'serve', onerror });
