@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -108,16 +109,21 @@ def _app(kind: str) -> web.Application:
     if kind == "legacy":
         from gateway.demo import DemoServer
 
-        app = DemoServer().app()
+        demo = DemoServer()
+        app = demo.app()
         app.middlewares.append(_count_requests)
+        _live["sessions"] = lambda: len(demo.sessions)  # upstream sessions open now
         return app
     app = web.Application(middlewares=[_count_requests])
     app.router.add_post("/mcp", _modern)
     return app
 
 
+_live: dict[str, Callable[[], int]] = {}
+
+
 async def _stats(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    writer.write(orjson.dumps(_counts))
+    writer.write(orjson.dumps({**_counts, **{k: f() for k, f in _live.items()}}))
     await writer.drain()
     writer.close()
 

@@ -300,7 +300,12 @@ class SubscriptionHub:
         async with self._locks.setdefault(slot, asyncio.Lock()):
             if self._counts.get(slot, 0) == 0:
                 request = self._request(Operation.RESOURCES_SUBSCRIBE, uri, exchange, call)
-                outcome = await self.upstream.execute(request, _quiet(exchange, request))
+                # The client's own request keeps its exchange: what the upstream says
+                # while it runs (a log acknowledging it, say) is the client's.
+                own = request is call
+                outcome = await self.upstream.execute(
+                    request, exchange if own else _quiet(exchange, request)
+                )
                 if isinstance(outcome, Failure):
                     return outcome
             self._counts[slot] = self._counts.get(slot, 0) + 1

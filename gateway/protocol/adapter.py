@@ -989,6 +989,17 @@ class Adapter(ABC):
             return Failure(FailureKind.UPSTREAM_ERROR, message, data, code=code)
         return Failure(kind, message, data)
 
+    def client_names_lost_session(self, message: Any) -> bool:
+        """Whether an HTTP 400 answer to a request that carried a session id says the
+        server does not know that session.  The spec asks for 404, but servers built
+        on the TypeScript SDK's example code (server-everything among them) answer
+        400 "Bad Request: No valid session ID provided" after a restart."""
+        error = message.get("error") if isinstance(message, dict) else None
+        if not isinstance(error, dict):
+            return False
+        text = str(error.get("message", "")).lower()
+        return "session" in text and error.get("code") in (-32000, -32001)
+
     def client_is_modern_refusal(self, error: Any) -> bool:
         """Whether an error answering this revision's opening request (the era probe)
         is one only a server of this revision's era sends: era evidence, though a

@@ -153,6 +153,8 @@ class Calls:
             # the body says, the caller opens a new one and retries.
             await reply.aclose()
             raise CarrierError("the upstream no longer knows this session", status=404)
+        if reply.status == 400 and channel.session_id is not None:
+            reply = await _unless_session_lost(adapter, reply)
         finished = False
         try:
             outcome = await self._read(channel, call, exchange, reply, upstream_id, headers)
@@ -309,6 +311,23 @@ async def final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
         if answers(message, request_id, exchange.status):
             return message
     raise CarrierError("the upstream closed the exchange before answering")
+
+
+async def _unless_session_lost(adapter: Adapter, reply: CarrierExchange) -> CarrierExchange:
+    """A 400 that says the session is unknown is the 404 of a server that forgot it
+    (raised as such, so the caller opens a new session); any other 400 is read on."""
+    first = await anext(aiter(reply.messages), None)
+    if first is not None and adapter.client_names_lost_session(first):
+        await reply.aclose()
+        raise CarrierError("the upstream refused this session id (HTTP 400)", status=404)
+
+    async def again() -> AsyncIterator[dict[str, Any]]:
+        if first is not None:
+            yield first
+        async for message in reply.messages:
+            yield message
+
+    return replace(reply, messages=again())
 
 
 def answers(message: dict[str, Any], request_id: Any, status: int = 200) -> bool:

@@ -10,6 +10,10 @@ request it answers.  Both carriers use the same rules, kept here:
   that request;
 - a notification naming a listen in flight by its subscription id (the
   listen's JSON-RPC id, in ``_meta``) goes to that listen;
+- any other session-level notification (a list changed, a resource updated)
+  is about no request: it goes to the unsolicited queue, whence the session's
+  listeners get it (attributed to the one call in flight, it reached only that
+  call);
 - any other message goes to the one call in flight when there is exactly one
   besides the listens (a call's logs while the session's listen is open), or
   to the one request in flight; else to the unsolicited queue.
@@ -29,6 +33,15 @@ from gateway.protocol import SUBSCRIPTION_ID
 from gateway.upstream.carrier import CarrierError, Message
 
 RequestKey = str | int
+# Notifications about the session, never about one request.
+SESSION_NOTIFICATIONS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
 
 
 class WarningLogger(Protocol):
@@ -185,6 +198,8 @@ class Demux:
             queue = self.waiters.get(owner) if owner is not None else None
             if queue is not None:
                 return queue
+        if message.get("method") in SESSION_NOTIFICATIONS:
+            return None
         if len(self.waiters) == 1:
             return next(iter(self.waiters.values()))
         calls = [q for k, q in self.waiters.items() if k not in self.listens]

@@ -28,6 +28,7 @@ from gateway.core import Answer, AskKind, Event, Exchange, Operation
 from gateway.core import jsonrpc as rpc
 from gateway.upstream.calls import Calls
 from gateway.upstream.carrier import CarrierError
+from gateway.upstream.demux import SESSION_NOTIFICATIONS
 
 if TYPE_CHECKING:
     from gateway.upstream.sessions import LegacySession
@@ -41,16 +42,6 @@ HELD_TTL = 300.0
 # A pool holds at most this many questions; more are refused at once (an upstream
 # asking in a loop must not grow a table without bound).
 MAX_HELD = 16
-# Session-level notifications of a legacy upstream that belong to no call: handed to
-# the notification sink (the bridge routes them to the downstream listeners).
-SESSION_NOTIFICATIONS = frozenset(
-    {
-        "notifications/tools/list_changed",
-        "notifications/prompts/list_changed",
-        "notifications/resources/list_changed",
-        "notifications/resources/updated",
-    }
-)
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
