@@ -46,9 +46,10 @@ def decode(body: bytes, content_type: str, request_id: Any) -> dict[str, Any]:
             data = [
                 line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"
             ]
-            if not data:
+            payload = b"\n".join(data)
+            if not payload.strip():  # no data, or a priming event's empty one
                 continue
-            message = orjson.loads(b"\n".join(data))
+            message = orjson.loads(payload)
             if isinstance(message, dict) and message.get("id") == request_id:
                 return message
         raise BadReply(f"no response to {request_id!r} on the stream: {body[:200]!r}")

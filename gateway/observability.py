@@ -43,6 +43,15 @@ _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{
 call_log = structlog.get_logger("gateway.calls")
 
 
+class _Levels:
+    """What ``configure_logging`` enabled (everything until it is called)."""
+
+    info = True
+
+
+_levels = _Levels()
+
+
 # ------------------------------------------------------------------ logging
 
 
@@ -51,6 +60,7 @@ def configure_logging(
 ) -> None:
     """Route structlog and stdlib logging to one handler with one renderer."""
     numeric = logging.getLevelNamesMapping()[level.upper()]
+    _levels.info = numeric <= logging.INFO
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -134,7 +144,8 @@ def trace_ids(traceparent: str | None) -> dict[str, str]:
 def log_call(record: dict[str, Any]) -> None:
     """A route observer: one ``call`` log event per finished call."""
     if record.get("outcome") in SUCCESS_OUTCOMES:
-        call_log.info("call", **record)
+        if _levels.info:  # else not even the lazy logger's per-call bind
+            call_log.info("call", **record)
     else:
         call_log.warning("call", **record)
 

@@ -72,20 +72,23 @@ class Responder:
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
-            await self.open()
-            assert self.stream is not None
-            data = orjson.dumps(message).decode()
-            if self._log is not None:
-                await self.stream.write(self._log.record(self._number, data))
-            else:
-                await self.stream.write(encode_event(data, event="message"))
+            stream = await self.open()
+            await stream.write(self._frame(message))
+
+    def _frame(self, message: Any) -> bytes:
+        data = orjson.dumps(message).decode()
+        if self._log is not None:
+            return self._log.record(self._number, data)
+        return encode_event(data, event="message")
 
     async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
         if self.stream is not None:
-            await self.send(message)
-            if self._log is not None:
-                self._log.finish(self._number)
-            await self.stream.write_eof()
+            async with self._lock:
+                frame = self._frame(message)
+                if self._log is not None:
+                    self._log.finish(self._number)
+                # The last event and the stream's end in one write (one send, not two).
+                await self.stream.write_eof(frame)
             return self.stream
         return web.Response(
             body=orjson.dumps(message), status=status, content_type=JSON, headers=self.headers
