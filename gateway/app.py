@@ -318,6 +318,9 @@ class Gateway:
             max_parked_per_principal=limits.max_parked_per_principal,
             park_ttl_over_quota=limits.park_ttl_over_quota,
         )
+        if node is not None:
+            # Public list results: one replica's fetch serves the others within ttlMs.
+            backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return Route(
             path=spec.path,
             backend=backend,
