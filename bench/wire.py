@@ -46,7 +46,7 @@ def decode(body: bytes, content_type: str, request_id: Any) -> dict[str, Any]:
             data = [
                 line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"
             ]
-            if not data:
+            if not any(data):  # none, or a resumable stream's empty priming event
                 continue
             message = orjson.loads(b"\n".join(data))
             if isinstance(message, dict) and message.get("id") == request_id:
