@@ -320,6 +320,9 @@ class Gateway:
             park_ttl_over_quota=limits.park_ttl_over_quota,
             ask_settle=limits.ask_settle,
         )
+        if node is not None:
+            # Public list results: one replica's fetch serves the others within ttlMs.
+            backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return Route(
             path=spec.path,
             backend=backend,

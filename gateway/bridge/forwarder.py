@@ -16,10 +16,21 @@ upstream's revision.  Asks cross eras here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from typing import Protocol
 
+import orjson
+
 from gateway.bridge.parking import ParkedCall, ParkingTable
+from gateway.bridge.sharedcache import (
+    MAX_SHARED_BYTES,
+    SHARED_LISTS,
+    SharedResults,
+    cache_key,
+    load,
+    public_ttl_ms,
+)
 from gateway.bridge.state import StateSealer
 from gateway.bridge.subscriptions import SubscriptionHub, SubscriptionUpstream
 from gateway.bridge.tasks import TaskBridge
@@ -117,6 +128,8 @@ class Forwarder:
         )
         # Extension tasks of clients that declare them, run as the upstream's core tasks.
         self.tasks = TaskBridge(upstream, self.adapters)
+        # Public list results shared by a cluster's replicas (None: not in a cluster).
+        self.shared: SharedResults | None = None
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         op = call.operation
@@ -163,7 +176,28 @@ class Forwarder:
                     return task
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
             return await self._run_parked(call, exchange, ParkedCall())
+        if op in SHARED_LISTS and self.shared is not None:
+            return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
+
+    async def _shared_list(self, call: Call, exchange: Exchange, shared: SharedResults) -> Outcome:
+        """A list from the cluster's shared results if a replica fetched it within its
+        ttlMs; else from the upstream, and shared if it is public."""
+        key = cache_key(call)
+        try:
+            cached = load(await shared.get(key))
+        except Exception:  # the store is down: ask the upstream, as without a cluster
+            cached = None
+        if cached is not None:
+            return Value(cached)
+        outcome = await self._forward(call, exchange)
+        if isinstance(outcome, Value):
+            ttl = public_ttl_ms(outcome.result, exchange.profile)
+            raw = orjson.dumps(outcome.result) if ttl else b""
+            if ttl and len(raw) <= MAX_SHARED_BYTES:
+                with contextlib.suppress(Exception):  # sharing is a saving, never a failure
+                    await shared.put(key, raw, ttl)
+        return outcome
 
     # ------------------------------------------------- the client's session
 

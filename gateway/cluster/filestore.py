@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.cluster.store import Replica
+from gateway.cluster.store import MAX_RESULTS, Replica
 
 # Used-state markers older than this many of their own TTLs are swept now and then.
 _SWEEP_EVERY = 256
@@ -28,7 +28,7 @@ class FileStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        for part in ("replicas", "used", "verdicts"):
+        for part in ("replicas", "used", "verdicts", "results"):
             (self.root / part).mkdir(parents=True, exist_ok=True)
         self._uses = 0
 
@@ -95,6 +95,24 @@ class FileStore:
     async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
         entry = {"verdict": verdict, "expiry": time.time() + ttl}
         self._write(self.root / "verdicts" / f"{_safe(route)}.json", entry)
+
+    async def result(self, key: str) -> bytes | None:
+        data = self._read(self.root / "results" / f"{_safe(key)}.json")
+        value = None if data is None else data.get("result")
+        return value.encode() if isinstance(value, str) else None
+
+    async def put_result(self, key: str, raw: bytes, ttl: float) -> None:
+        folder = self.root / "results"
+        entries = list(folder.glob("*.json"))
+        if len(entries) >= MAX_RESULTS:  # expired ones go; if none has, this is not kept
+            for path in entries:
+                if self._read(path) is None:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            if len(list(folder.glob("*.json"))) >= MAX_RESULTS:
+                return
+        entry = {"result": raw.decode(), "expiry": time.time() + ttl}
+        self._write(folder / f"{_safe(key)}.json", entry)
 
     async def close(self) -> None:
         return None

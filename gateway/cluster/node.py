@@ -26,7 +26,7 @@ from gateway.bridge.state import StateSealer
 from gateway.cluster.owner import parked_owner, session_owner, session_prefix
 from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
-from gateway.cluster.verdicts import VerdictShare
+from gateway.cluster.verdicts import RouteResults, VerdictShare
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +70,10 @@ class ClusterNode:
     async def use_once(self, key: str, ttl: float) -> bool:
         """The sealer's ledger: a requestState is spent once in the whole cluster."""
         return await self.store.use_once(key, ttl)
+
+    def results(self, route_key: str) -> RouteResults:
+        """Where ``route_key``'s public list results are shared."""
+        return RouteResults(self.store, route_key)
 
     def attach(self, path: str, max_body: int, sealer: StateSealer) -> None:
         """A route whose requests are relayed to their owner."""

@@ -18,7 +18,8 @@ PREFIX = "gw:"
 
 class RedisStore:
     """Keys: ``gw:replica:<id>`` (expiring: the heartbeat), ``gw:used:<digest>``
-    (SET NX with the state's lifetime), ``gw:verdict:<route>``."""
+    (SET NX with the state's lifetime), ``gw:verdict:<route>``,
+    ``gw:result:<route digest>:<call digest>`` (expiring with the result's ttlMs)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -59,6 +60,13 @@ class RedisStore:
 
     async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
         await self._redis.set(f"{PREFIX}verdict:{route}", orjson.dumps(verdict), px=_ms(ttl))
+
+    async def result(self, key: str) -> bytes | None:
+        raw = await self._redis.get(f"{PREFIX}result:{key}")
+        return bytes(raw) if raw is not None else None
+
+    async def put_result(self, key: str, raw: bytes, ttl: float) -> None:
+        await self._redis.set(f"{PREFIX}result:{key}", raw, px=_ms(ttl))
 
     async def close(self) -> None:
         await self._redis.aclose()

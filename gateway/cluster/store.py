@@ -8,7 +8,11 @@ only has to say which replicas are alive and where they are.  What it holds:
   expiry (a replica that stops beating drops out by itself);
 - single use of ``requestState`` rounds: a digest taken once, cluster-wide;
 - era verdicts per route (revision, transport, profile JSON), so a new replica
-  skips the probe.
+  skips the probe;
+- public list results (``cacheScope: public``) within their ``ttlMs``, per
+  route: see :mod:`gateway.bridge.sharedcache`.  Bounded: at most
+  ``MAX_RESULTS`` entries in a process or directory store; in Redis each
+  entry expires with its ttl and is at most 256 KiB.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import orjson
+
+# Shared results a memory or directory store keeps at most (oldest dropped first).
+MAX_RESULTS = 1024
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,11 @@ class ClusterStore(Protocol):
 
     async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None: ...
 
+    async def result(self, key: str) -> bytes | None:
+        """A shared public result, while its ttl lasts."""
+
+    async def put_result(self, key: str, raw: bytes, ttl: float) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -68,6 +80,7 @@ class MemoryStore:
         self._replicas: dict[str, tuple[Replica, float]] = {}
         self._used: dict[str, float] = {}
         self._verdicts: dict[str, tuple[dict[str, Any], float]] = {}
+        self._results: dict[str, tuple[bytes, float]] = {}
 
     async def register(self, replica: Replica, ttl: float) -> None:
         self._replicas[replica.id] = (replica, time.monotonic() + ttl)
@@ -102,6 +115,20 @@ class MemoryStore:
 
     async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
         self._verdicts[route] = (verdict, time.monotonic() + ttl)
+
+    async def result(self, key: str) -> bytes | None:
+        found = self._results.get(key)
+        if found is None or found[1] < time.monotonic():
+            return None
+        return found[0]
+
+    async def put_result(self, key: str, raw: bytes, ttl: float) -> None:
+        now = time.monotonic()
+        if len(self._results) >= MAX_RESULTS:
+            self._results = {k: v for k, v in self._results.items() if v[1] >= now}
+            while len(self._results) >= MAX_RESULTS:  # oldest inserted first
+                self._results.pop(next(iter(self._results)))
+        self._results[key] = (raw, now + ttl)
 
     async def close(self) -> None:
         return None

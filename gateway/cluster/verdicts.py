@@ -8,6 +8,7 @@ locally, as without a cluster, and the new one published in turn.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,3 +82,17 @@ class VerdictShare:
             if verdict is not None and verdict is not shared.published:
                 await self.store.put_verdict(shared.key, dump(verdict), VERDICT_TTL)
                 shared.published = verdict
+
+
+class RouteResults:
+    """One route's share of the store's public results (the bridge's SharedResults)."""
+
+    def __init__(self, store: ClusterStore, route_key: str) -> None:
+        self.store = store
+        self._prefix = hashlib.sha256(route_key.encode()).hexdigest()[:24] + ":"
+
+    async def get(self, key: str) -> bytes | None:
+        return await self.store.result(self._prefix + key)
+
+    async def put(self, key: str, raw: bytes, ttl_ms: int) -> None:
+        await self.store.put_result(self._prefix + key, raw, ttl_ms / 1000)

@@ -67,3 +67,17 @@ def test_the_relay_signature_covers_body_and_caller() -> None:
         key, "POST", "/mcp", "1.0", "a", b"{}", {**headers, "Mcp-Session-Id": "t"}
     )
     assert base != signature(relay_key(b"j" * 32), "POST", "/mcp", "1.0", "a", b"{}", headers)
+
+
+async def test_shared_results_expire_and_stay_bounded(store: ClusterStore) -> None:
+    from gateway.cluster.store import MAX_RESULTS
+
+    assert await store.result("k") is None
+    await store.put_result("k", b'{"tools":[]}', 30)
+    assert await store.result("k") == b'{"tools":[]}'
+    await store.put_result("old", b"{}", -1)  # already expired
+    assert await store.result("old") is None
+    if isinstance(store, MemoryStore):
+        for n in range(MAX_RESULTS + 5):
+            await store.put_result(f"n{n}", b"{}", 30)
+        assert len(store._results) <= MAX_RESULTS

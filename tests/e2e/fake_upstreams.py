@@ -137,6 +137,7 @@ class FakeUpstream:
         self.call_started = asyncio.Event()
         self.calls = 0
         self.initializes = 0
+        self.lists = 0  # tools/list requests answered
         self.cancelled: list[Any] = []
         self.abandoned = 0  # `wedged`: requests the client closed unanswered
         self._cancel_seen = asyncio.Condition()
@@ -406,6 +407,7 @@ class FakeUpstream:
             await self._note_subscription(str(method), (message.get("params") or {}).get("uri"))
             return web.json_response(_rpc_result(id_, {}))
         if method == "tools/list":
+            self.lists += 1
             tool = {
                 "name": "echo",
                 "description": "Echo text",
