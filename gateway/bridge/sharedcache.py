@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.core import Call, Operation, ServerProfile
+from gateway.core.jsonrpc import load_object
 
 # The list operations whose public results may be shared.
 SHARED_LISTS = frozenset(
@@ -55,10 +56,4 @@ def public_ttl_ms(result: dict[str, Any], profile: ServerProfile) -> int:
 
 
 def load(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    return load_object(raw)

@@ -12,6 +12,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from gateway.cluster.store import Replica
+from gateway.core.jsonrpc import load_object
 
 PREFIX = "gw:"
 
@@ -49,14 +50,7 @@ class RedisStore:
         return bool(await self._redis.set(f"{PREFIX}used:{key}", b"1", nx=True, px=_ms(ttl)))
 
     async def verdict(self, route: str) -> dict[str, Any] | None:
-        raw = await self._redis.get(f"{PREFIX}verdict:{route}")
-        if raw is None:
-            return None
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return None
-        return value if isinstance(value, dict) else None
+        return load_object(await self._redis.get(f"{PREFIX}verdict:{route}"))
 
     async def put_verdict(self, route: str, verdict: dict[str, Any], ttl: float) -> None:
         await self._redis.set(f"{PREFIX}verdict:{route}", orjson.dumps(verdict), px=_ms(ttl))

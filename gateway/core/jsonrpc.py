@@ -13,6 +13,17 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+def load_object(raw: bytes | None) -> dict[str, Any] | None:
+    """A stored JSON object, or None when missing, unreadable or not an object."""
+    if raw is None:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def dumps(message: Any) -> bytes:
     return orjson.dumps(message)
 
