@@ -95,6 +95,23 @@ class Limits:
         return cls(**values)
 
 
+def _forwarded_headers(spec: RouteSpec) -> tuple[str, ...]:
+    """The client headers a route passes upstream."""
+    static = {name.lower() for name in spec.headers_from_env} | {
+        name.lower() for name in spec.headers_from_file
+    }
+    # A header the gateway sets for the upstream is never overridden by the client's.
+    return tuple(
+        dict.fromkeys(
+            name
+            for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
+            if name not in static
+            # auth=gateway: the client's token is the gateway's, never the upstream's.
+            and not (spec.auth == "gateway" and name == "authorization")
+        )
+    )
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -282,47 +299,10 @@ class Gateway:
                 f"route {spec.path}: unknown revision {spec.version} "
                 f"(known: {', '.join(self.adapters.versions)})"
             )
-        settings = spec.upstream_settings()
         node = self.cluster
-        sealer = StateSealer(
-            self.state_key,
-            ttl=self.park_ttl,
-            owner=node.id if node is not None else None,
-            ledger=node.use_once if node is not None else None,
-        )
-        link = UpstreamLink(settings, self.adapters, self._session_for(spec))
-        if node is not None:
-            node.attach(spec.path, self.max_body_bytes, sealer)
-            if spec.command is None:
-                node.verdicts.add(f"{spec.path} {spec.upstream}", link, self.adapters)
-        static = {name.lower() for name in spec.headers_from_env} | {
-            name.lower() for name in spec.headers_from_file
-        }
-        # A header the gateway sets for the upstream is never overridden by the client's.
-        forward = tuple(
-            dict.fromkeys(
-                name
-                for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
-                if name not in static
-                # auth=gateway: the client's token is the gateway's, never the upstream's.
-                and not (spec.auth == "gateway" and name == "authorization")
-            )
-        )
+        backend = self._backend(spec)
+        forward = _forwarded_headers(spec)
         limits = self.limits
-        backend = Backend(
-            link,
-            self.adapters,
-            cache_ttl_ms=spec.ttl_ms,
-            cache_scope=spec.cache_scope,
-            sealer=sealer,
-            max_parked=self.max_parked,
-            max_parked_per_principal=limits.max_parked_per_principal,
-            park_ttl_over_quota=limits.park_ttl_over_quota,
-            ask_settle=limits.ask_settle,
-        )
-        if node is not None:
-            # Public list results: one replica's fetch serves the others within ttlMs.
-            backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return Route(
             path=spec.path,
             backend=backend,
@@ -347,6 +327,37 @@ class Gateway:
             calls=Quota("calls in flight", limits.max_inflight_per_principal, limits.max_inflight),
             streams=Quota("open streams", limits.max_streams_per_principal, limits.max_streams),
         )
+
+    def _backend(self, spec: RouteSpec) -> Backend:
+        """The route's upstream link behind the bridge (joined to the cluster, if any)."""
+        node = self.cluster
+        sealer = StateSealer(
+            self.state_key,
+            ttl=self.park_ttl,
+            owner=node.id if node is not None else None,
+            ledger=node.use_once if node is not None else None,
+        )
+        link = UpstreamLink(spec.upstream_settings(), self.adapters, self._session_for(spec))
+        if node is not None:
+            node.attach(spec.path, self.max_body_bytes, sealer)
+            if spec.command is None:
+                node.verdicts.add(f"{spec.path} {spec.upstream}", link, self.adapters)
+        limits = self.limits
+        backend = Backend(
+            link,
+            self.adapters,
+            cache_ttl_ms=spec.ttl_ms,
+            cache_scope=spec.cache_scope,
+            sealer=sealer,
+            max_parked=self.max_parked,
+            max_parked_per_principal=limits.max_parked_per_principal,
+            park_ttl_over_quota=limits.park_ttl_over_quota,
+            ask_settle=limits.ask_settle,
+        )
+        if node is not None:
+            # Public list results: one replica's fetch serves the others within ttlMs.
+            backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
+        return backend
 
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
         """The route's OAuth side: transparent for an HTTP upstream, or the gateway

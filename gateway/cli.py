@@ -232,16 +232,7 @@ def serve(
         "advertise": advertise,
         "workers": workers,
     }
-    try:
-        settings = load_settings(flags)
-        loop_factory = _loop_factory(settings.event_loop)
-        gateway = Gateway.from_settings(settings)
-        for spec in settings.routes:
-            spec.upstream_headers()  # secrets must be there now, not at the first call
-            spec.introspection_auth()
-            _check_version(spec.version, f"route {spec.path}", gateway.adapters)
-    except SettingsError as exc:
-        raise _fail(str(exc)) from None
+    settings, gateway = _checked(flags)
     if check_config:
         typer.echo(_describe_settings(settings))
         return
@@ -252,8 +243,30 @@ def serve(
         if settings.port == 0:
             raise _fail("--workers needs a fixed port in --listen (they share it)")
         raise typer.Exit(run_workers(settings.workers, sys.argv[2:], settings.cluster))
+    _run(settings, gateway)
+
+
+def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
+    """The effective settings and the gateway they make, every route's secrets and
+    revision checked now (not at the first call); a problem is one `Error:` line and
+    exit code 2."""
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        settings = load_settings(flags)
+        _loop_factory(settings.event_loop)
+        gateway = Gateway.from_settings(settings)
+        for spec in settings.routes:
+            spec.upstream_headers()
+            spec.introspection_auth()
+            _check_version(spec.version, f"route {spec.path}", gateway.adapters)
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    return settings, gateway
+
+
+def _run(settings: Settings, gateway: Gateway) -> None:
+    """Serve until a signal ends it."""
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
             runner.run(gateway.serve_forever(demo=not settings.routes))
     except OSError as exc:  # e.g. the port is taken
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
