@@ -33,10 +33,7 @@ import pytest
 from peers.registry import peer, require_installed, running_server
 
 from tests.e2e.fake_client import (
-    CAPS,
     INFO,
-    MODERN,
-    PV,
     WAIT,
     Reply,
     SseReader,
@@ -52,6 +49,7 @@ from tests.e2e.fake_client import (
 )
 from tests.e2e.fake_upstreams import ASK_COLOUR, ASK_NAME, ASK_SAMPLE, FakeUpstream
 from tests.e2e.gateway_proc import HeldPort, RunningGateway, gateway
+from tests.e2e.sdk_peers import modern_call
 
 # The parked calls' (and requestStates') lifetime in the gateway under test.
 PARK_TTL = 3.0
@@ -128,17 +126,15 @@ def call_body(
     state: str | None = None,
     id_: Any = 1,
 ) -> dict[str, Any]:
-    meta = {
-        PV: MODERN,
-        CAPS: ELICIT_CAPS if caps is None else caps,
-        INFO: {"name": "e2e-asks", "version": "0"},
-    }
-    params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": meta}
-    if responses is not None:
-        params["inputResponses"] = responses
-    if state is not None:
-        params["requestState"] = state
-    return request(id_, "tools/call", params)
+    return modern_call(
+        name,
+        arguments,
+        ELICIT_CAPS if caps is None else caps,
+        responses=responses,
+        state=state,
+        id_=id_,
+        meta={INFO: {"name": "e2e-asks", "version": "0"}},
+    )
 
 
 @dataclass
