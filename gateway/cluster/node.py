@@ -93,10 +93,16 @@ class ClusterNode:
         await self.store.register(replica, self.heartbeat_ttl)
 
     async def _heartbeat(self) -> None:
+        """Announce every third of the TTL; publish a fresh verdict at once, so a
+        replica that (re)joins soon after adopts it instead of probing."""
         while True:
-            await asyncio.sleep(self.heartbeat_ttl / 3)
+            beat = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.verdicts.fresh.wait(), self.heartbeat_ttl / 3)
+                beat = False
             try:
-                await self._announce()
+                if beat:
+                    await self._announce()
                 await self.verdicts.publish()
             except Exception as exc:  # the store is down: keep serving what is ours
                 log.warning("cluster heartbeat failed", error=str(exc))

@@ -1,13 +1,15 @@
 """Era verdicts shared by the replicas: a replica that joins skips the probe.
 
 What rebuilds a Verdict: the revision (its adapter), the transport and the
-upstream's profile as JSON.  Published after a replica's own probe (on its
-heartbeat), adopted at start; a verdict that stops holding is probed again
-locally, as without a cluster, and the new one published in turn.
+upstream's profile as JSON.  Published as soon as a replica's own probe
+reaches it (and on each heartbeat if that failed), adopted at start; a verdict
+that stops holding is probed again locally, as without a cluster, and the new
+one published in turn.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -58,10 +60,13 @@ class VerdictShare:
     def __init__(self, store: ClusterStore) -> None:
         self.store = store
         self._routes: list[_Shared] = []
+        # Set when a local probe reached a verdict not yet published.
+        self.fresh = asyncio.Event()
 
     def add(self, key: str, link: UpstreamLink, adapters: AdapterSet) -> None:
         """Share ``link``'s verdict under ``key`` (the route and its upstream URL)."""
         self._routes.append(_Shared(key, link, adapters))
+        link.on_verdict = lambda _verdict: self.fresh.set()
 
     async def adopt(self) -> None:
         for shared in self._routes:
@@ -70,13 +75,12 @@ class VerdictShare:
             data = await self.store.verdict(shared.key)
             verdict = None if data is None else load(data, shared.adapters)
             if verdict is not None:
-                # The link has no public setter yet: a known verdict is what its
-                # probe would have left there.
-                shared.link._verdict = verdict
+                shared.link.adopt(verdict)
                 shared.published = verdict
                 log.info("upstream era adopted from the cluster", route=shared.key)
 
     async def publish(self) -> None:
+        self.fresh.clear()
         for shared in self._routes:
             verdict = shared.link.verdict
             if verdict is not None and verdict is not shared.published:

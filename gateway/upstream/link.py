@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -71,6 +71,8 @@ class UpstreamLink:
                 read_timeout=settings.request_timeout,
             )
         self._verdict: Verdict | None = None
+        # Told of each verdict this replica's own probe reaches (the cluster shares it).
+        self.on_verdict: Callable[[Verdict], None] | None = None
         self._probe_lock = asyncio.Lock()
         self._calls = Calls(itertools.count(1))
         self._probe = EraProbe(settings, adapters, self._primary, self._calls.ids, self._sse_check)
@@ -99,7 +101,14 @@ class UpstreamLink:
                     transport=self._verdict.transport,
                     stateless=not self._verdict.adapter.has_handshake,
                 )
+                if self.on_verdict is not None:
+                    self.on_verdict(self._verdict)
             return self._verdict
+
+    def adopt(self, verdict: Verdict) -> None:
+        """A verdict known elsewhere (another replica's probe): no probe here."""
+        if self._verdict is None:
+            self._verdict = verdict
 
     @property
     def stateless(self) -> bool:

@@ -103,11 +103,22 @@ class Cluster:
                 start_new_session=True,
             )
         wait_http(replica.base + "/healthz", 20.0, replica.process)
+        # It answers before it has joined the cluster; "gateway listening" comes after.
+        wait_log(replica, "gateway listening", 20.0)
 
     def kill(self, replica: Replica) -> None:
         assert replica.process is not None
         replica.process.kill()
         replica.process.wait(5)
+
+
+def wait_log(replica: Replica, line: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in replica.log():
+        assert replica.process is not None
+        if replica.process.poll() is not None or time.monotonic() > deadline:
+            raise TimeoutError(f"no {line!r} in {replica.log_path}:\n{replica.log()}")
+        time.sleep(0.05)
 
 
 NGINX_CONF = """

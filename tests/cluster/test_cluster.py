@@ -18,6 +18,10 @@ import aiohttp
 import pytest
 import redis
 
+from gateway.cluster.node import ClusterNode
+from gateway.cluster.store import MemoryStore
+from gateway.protocol import AdapterSet
+from gateway.upstream.link import UpstreamLink, UpstreamSettings
 from tests.cluster.client import (
     LegacyClient,
     greet_first,
@@ -217,3 +221,31 @@ async def test_sigterm_drains_what_the_replica_owns(
         assert code == 0, leaving.log()[-3000:]
     finally:
         cluster.start(leaving)
+
+
+async def test_a_probed_verdict_is_published_at_once_not_on_the_next_heartbeat(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    """A replica restarted just after the others probed adopts their verdict."""
+    adapters = AdapterSet.default()
+    store = MemoryStore()
+    # A heartbeat far beyond the test's bounds: only the prompt publish can be seen.
+    node = ClusterNode(store, b"k" * 32, heartbeat_ttl=3600.0)
+    link = UpstreamLink(UpstreamSettings(cluster.upstream), adapters, http)
+    node.verdicts.add("/mcp " + cluster.upstream, link, adapters)
+    await node.start("http://127.0.0.1:1")
+    try:
+        verdict = await link.ensure("principal", {})
+        async with asyncio.timeout(10):
+            # Polled: the store has no change notification.
+            while (data := await store.verdict("/mcp " + cluster.upstream)) is None:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert data["revision"] == verdict.adapter.version == "2025-11-25"
+        later = UpstreamLink(UpstreamSettings(cluster.upstream), adapters, http)
+        joining = ClusterNode(store, b"k" * 32, heartbeat_ttl=3600.0)
+        joining.verdicts.add("/mcp " + cluster.upstream, later, adapters)
+        await joining.start("http://127.0.0.1:2")
+        assert later.verdict is not None and later.verdict.profile == verdict.profile
+        await joining.leave()
+    finally:
+        await node.leave()
