@@ -87,6 +87,14 @@ class Calls:
     def __init__(self, ids: Iterator[int]) -> None:
         self.ids = ids
         self._background: set[asyncio.Task[None]] = set()
+        self._notices: set[asyncio.Task[None]] = set()
+
+    async def notices_sent(self, within: float) -> None:
+        """Until the cancel notices in flight are sent (bounded: a stuck upstream may
+        never take them).  An upstream session is ended after them, not before: a
+        notice for a session the upstream has just ended would be refused."""
+        if self._notices:
+            await asyncio.wait(set(self._notices), timeout=within)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` in the background until it ends or ``close`` cancels it."""
@@ -222,7 +230,9 @@ class Calls:
 
         # Sent in the background: a stuck upstream, which may not answer this POST
         # either, must not hold back the caller's answer for another timeout.
-        self.spawn(send())
+        task = self.spawn(send())
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
 
     async def answer_request(
         self, adapter: Adapter, message: dict[str, Any], ask: Asker | None

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
 import structlog
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.core.jsonrpc import is_response as _is_response
 from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
 from gateway.upstream.demux import Demux
+from gateway.upstream.h1 import H1Pool, is_redirect, usable
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
 log = structlog.get_logger(__name__)
@@ -43,6 +44,29 @@ _DRAIN_S = 5.0
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+class _Body(Protocol):
+    async def readany(self) -> bytes: ...
+    def is_eof(self) -> bool: ...
+    def on_eof(self, callback: Callable[[], None]) -> None: ...
+
+
+class Response(Protocol):
+    """What the carriers read of a response: aiohttp's, or the lean client's (h1)."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> CIMultiDictProxy[str]: ...
+    @property
+    def content(self) -> _Body: ...
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def content_length(self) -> int | None: ...
+    def release(self) -> Any: ...
+    def close(self) -> None: ...
 
 
 def _answers(message: Message, request_id: Any) -> bool:
@@ -87,6 +111,8 @@ async def _open(
     client_timeout: aiohttp.ClientTimeout,
     data: bytes | None = None,
 ) -> aiohttp.ClientResponse:
+    if session.closed:  # shutting down: what was still to be sent is not
+        raise CarrierError(f"{method} {_redact(url)}: the gateway is shutting down")
     try:
         return await session.request(
             method, url, data=data, headers=headers, timeout=client_timeout
@@ -95,7 +121,7 @@ async def _open(
         raise _transport_error(exc, f"{method} {_redact(url)}") from exc
 
 
-async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+async def _read_body(resp: Response, limit: int) -> bytes:
     """The whole body, refusing more than ``limit`` bytes."""
     if resp.content_length is not None and resp.content_length > limit:
         raise CarrierError(
@@ -117,7 +143,7 @@ async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(buf)
 
 
-async def _check_sent(resp: aiohttp.ClientResponse) -> None:
+async def _check_sent(resp: Response) -> None:
     """A notification or response POSTed upstream must be accepted (202/200/204)."""
     if resp.status not in _SEND_OK:
         body = await _error_body(resp)
@@ -126,7 +152,7 @@ async def _check_sent(resp: aiohttp.ClientResponse) -> None:
         )
 
 
-async def _error_body(resp: aiohttp.ClientResponse) -> bytes:
+async def _error_body(resp: Response) -> bytes:
     """Up to ``_MAX_ERROR_BODY`` bytes of an error response; never raises."""
     try:
         return await _read_body(resp, _MAX_ERROR_BODY)
@@ -192,7 +218,7 @@ class _Stream:
 
     def __init__(
         self,
-        resp: aiohttp.ClientResponse,
+        resp: Response,
         max_event_size: int,
         registry: set[_Stream],
         reopen: Reopen | None = None,
@@ -345,6 +371,10 @@ class StreamableHttpCarrier(Carrier):
         )
         self._max_message_size = max_message_size
         self._streams: set[_Stream] = set()
+        # POSTs to a plain-http upstream go through the lean client (h1); GET and
+        # DELETE, and every request once the upstream redirected one, through aiohttp.
+        self._lean = H1Pool(session.headers) if usable(self.url) else None
+        self._lean_on = self._lean is not None
 
     async def start(self) -> None:
         """Nothing to open: every message is its own HTTP request."""
@@ -363,19 +393,36 @@ class StreamableHttpCarrier(Carrier):
         request_id = message.get("id")
         if not _is_id(request_id):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
-        resp = await _open(
-            self._session,
-            "POST",
-            self.url,
-            data=orjson.dumps(message),
-            headers=_headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON),
-            client_timeout=limits,
-        )
+        resp = await self._open_post(orjson.dumps(message), headers, limits)
         try:
             return await self._exchange(resp, request_id, self._reopener(headers, limits))
         except BaseException:
             resp.close()
             raise
+
+    async def _open_post(
+        self, body: bytes, headers: Mapping[str, str], limits: aiohttp.ClientTimeout
+    ) -> Response:
+        merged = _headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON)
+        if self._lean is not None and self._lean_on:
+            try:
+                resp = await self._lean.request(
+                    self.url,
+                    body,
+                    merged,
+                    connect_timeout=limits.sock_connect,
+                    read_timeout=limits.sock_read,
+                )
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise _transport_error(exc, f"POST {_redact(self.url)}") from exc
+            if not is_redirect(resp.status):
+                return resp
+            # aiohttp follows redirects (the upstream sees this POST again there).
+            resp.close()
+            self._lean_on = False
+        return await _open(
+            self._session, "POST", self.url, data=body, headers=merged, client_timeout=limits
+        )
 
     def _reopener(self, headers: Mapping[str, str], limits: aiohttp.ClientTimeout) -> Reopen:
         """How a call's stream is resumed: a GET with the call's headers and the last id."""
@@ -397,7 +444,7 @@ class StreamableHttpCarrier(Carrier):
         return reopen
 
     async def _exchange(
-        self, resp: aiohttp.ClientResponse, request_id: Any, reopen: Reopen | None = None
+        self, resp: Response, request_id: Any, reopen: Reopen | None = None
     ) -> Exchange:
         status = resp.status
         if status in (401, 403):
@@ -445,14 +492,7 @@ class StreamableHttpCarrier(Carrier):
         return Exchange(status, resp.headers, _iterate(ordered))
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
-        resp = await _open(
-            self._session,
-            "POST",
-            self.url,
-            data=orjson.dumps(message),
-            headers=_headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON),
-            client_timeout=self._post_timeout,
-        )
+        resp = await self._open_post(orjson.dumps(message), headers, self._post_timeout)
         try:
             await _check_sent(resp)
         finally:
@@ -510,6 +550,8 @@ class StreamableHttpCarrier(Carrier):
     async def close(self) -> None:
         for stream in list(self._streams):
             stream.close()
+        if self._lean is not None:
+            self._lean.close()
 
 
 # --------------------------------------------------------------------------- HTTP+SSE (legacy)

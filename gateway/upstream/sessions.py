@@ -46,6 +46,8 @@ SessionCallback = Callable[[str], Coroutine[Any, Any, None]]
 # Pools (stateless clients' shared sessions) one principal may hold at once: the
 # least recently used idle one is ended to make room.
 MAX_POOLS_PER_PRINCIPAL = 16
+# How long ending a session waits for the cancel notices sent before it (seconds).
+NOTICE_GRACE = 2.0
 
 
 @dataclass(kw_only=True)
@@ -177,6 +179,7 @@ class SessionPool:
                 future.cancel()
         try:
             if session.session_id is not None and self.settings.end_sessions:
+                await self._calls.notices_sent(NOTICE_GRACE)
                 headers = {
                     **session.headers,
                     **session.adapter.client_headers(None, session.session_id),

@@ -387,7 +387,9 @@ async def test_a_new_upstream_session_is_subscribed_again(
     async with listen(http, url, "L-9", {"resourceSubscriptions": [WATCHED]}) as reader:
         await next_notification(reader, ACK)
         assert fake.subscriptions == [("resources/subscribe", WATCHED)]
-        fake.sessions.clear()  # the upstream restarted: it knows no session any more
+        # The session's GET stream opens in the background: once it is open ...
+        await fake.wait_streams(1, WAIT)
+        fake.sessions.clear()  # ... the upstream restarts: it knows no session any more
         # The next call meets a 404, opens a new upstream session and retries ...
         listed = await post(
             http, url, modern_request(5, "tools/list", {}), modern_headers("tools/list")

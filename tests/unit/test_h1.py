@@ -1,0 +1,303 @@
+"""The lean HTTP/1.1 client (gateway/upstream/h1.py) against real servers on loopback:
+aiohttp's, and raw asyncio servers for what aiohttp would never send."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import pytest
+from aiohttp import web
+from yarl import URL
+
+from gateway.upstream.h1 import H1Pool, usable
+from gateway.upstream.http import StreamableHttpCarrier
+
+pytestmark = pytest.mark.timeout(30)
+WAIT = 10.0
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[H1Pool]:
+    found = H1Pool({"X-Default": "d"})
+    yield found
+    found.close()
+
+
+async def serve_app(app: web.Application) -> tuple[web.AppRunner, URL, list[int]]:
+    """``app`` on a free port; the list counts the connections it accepted."""
+    accepted: list[int] = []
+
+    @web.middleware
+    async def count(request: web.Request, handler: Callable[..., Awaitable[web.StreamResponse]]):
+        transport = request.transport
+        ident = id(transport)
+        if ident not in accepted:
+            accepted.append(ident)
+        return await handler(request)
+
+    app.middlewares.append(count)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, URL(f"http://127.0.0.1:{port}/mcp"), accepted
+
+
+async def echo(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.json_response(
+        {
+            "body": body.decode(),
+            "default": request.headers.get("X-Default"),
+            "ua": request.headers.get("User-Agent"),
+        }
+    )
+
+
+async def sse(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    for n in range(3):
+        await response.write(f"data: {n}\n\n".encode())
+    await response.write_eof()
+    return response
+
+
+async def read_all(resp: object) -> bytes:
+    buf = b""
+    while chunk := await resp.content.readany():  # type: ignore[attr-defined]
+        buf += chunk
+    return buf
+
+
+async def test_keep_alive_connections_are_reused(pool: H1Pool) -> None:
+    app = web.Application()
+    app.router.add_post("/mcp", echo)
+    runner, url, accepted = await serve_app(app)
+    try:
+        for n in range(50):
+            resp = await pool.request(
+                url,
+                b"n%d" % n,
+                {"Content-Type": "application/json"},
+                connect_timeout=WAIT,
+                read_timeout=WAIT,
+            )
+            assert resp.status == 200 and resp.content_type == "application/json"
+            assert b'"n%d"' % n in await read_all(resp)
+            resp.release()
+        assert len(accepted) == 1
+
+        # Concurrent requests each take a connection; they are reused afterwards.
+        async def one(n: int) -> int:
+            resp = await pool.request(url, b"x", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            await read_all(resp)
+            return resp.status
+
+        assert await asyncio.gather(*(one(n) for n in range(8))) == [200] * 8
+        assert await asyncio.gather(*(one(n) for n in range(8))) == [200] * 8
+        assert len(accepted) <= 8
+    finally:
+        await runner.cleanup()
+
+
+async def test_default_headers_and_user_agent_are_sent(pool: H1Pool) -> None:
+    app = web.Application()
+    app.router.add_post("/mcp", echo)
+    runner, url, _ = await serve_app(app)
+    try:
+        resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
+        body = await read_all(resp)
+        assert b'"default": "d"' in body.replace(b'":"', b'": "') and b"aiohttp" in body
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_chunked_event_stream_arrives_in_order_and_ends(pool: H1Pool) -> None:
+    app = web.Application()
+    app.router.add_post("/mcp", sse)
+    runner, url, accepted = await serve_app(app)
+    try:
+        for _ in range(3):
+            resp = await pool.request(url, b"", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            assert resp.content_type == "text/event-stream" and resp.content_length is None
+            assert await read_all(resp) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+            assert resp.content.is_eof()
+        assert len(accepted) == 1
+    finally:
+        await runner.cleanup()
+
+
+async def raw_server(
+    handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> tuple[asyncio.Server, URL]:
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, URL(f"http://127.0.0.1:{port}/mcp")
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length")
+    )
+    return head + await reader.readexactly(length)
+
+
+async def test_a_body_ended_by_closing_the_connection(pool: H1Pool) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        writer.write(
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"a":'
+        )
+        await writer.drain()
+        writer.write(b"1}")
+        writer.close()
+
+    server, url = await raw_server(handle)
+    async with server:
+        resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
+        assert resp.status == 200
+        assert await read_all(resp) == b'{"a":1}'
+
+
+async def test_silence_is_bounded_before_the_head_and_between_chunks(pool: H1Pool) -> None:
+    release = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await read_request(reader)
+        if b"mid" in request:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
+            writer.write(b"Transfer-Encoding: chunked\r\n\r\n")
+            writer.write(b"5\r\ndata:\r\n")
+            await writer.drain()
+        await release.wait()
+        writer.close()
+
+    server, url = await raw_server(handle)
+    async with server:
+        with pytest.raises(aiohttp.ServerTimeoutError):
+            await pool.request(url, b"head", {}, connect_timeout=WAIT, read_timeout=0.2)
+        resp = await pool.request(url, b"mid", {}, connect_timeout=WAIT, read_timeout=0.2)
+        assert await resp.content.readany() == b"data:"
+        with pytest.raises(aiohttp.ServerTimeoutError):
+            await resp.content.readany()
+        release.set()
+
+
+async def test_a_closed_idle_connection_is_not_reused(pool: H1Pool) -> None:
+    served = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await read_request(reader)
+        served += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()  # keep-alive offered, then the server drops it while idle
+
+    server, url = await raw_server(handle)
+    async with server:
+        for _ in range(3):
+            resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            assert await read_all(resp) == b"ok"
+            # Until the client has seen the close, wait for it (bounded): that is the
+            # state the pool meets on the next request in practice.
+            async with asyncio.timeout(WAIT):
+                while any(not c.closed for c in pool._all):  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        assert served == 3
+
+
+async def test_a_disconnect_mid_body_and_invalid_http_are_errors(pool: H1Pool) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await read_request(reader)
+        if b"garbage" in request:
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+        await writer.drain()
+        writer.close()
+
+    server, url = await raw_server(handle)
+    async with server:
+        resp = await pool.request(url, b"cut", {}, connect_timeout=WAIT, read_timeout=WAIT)
+        assert await resp.content.readany() == b"partial"
+        with pytest.raises(aiohttp.ClientError):
+            await resp.content.readany()
+        with pytest.raises(aiohttp.ClientError):
+            await pool.request(url, b"garbage", {}, connect_timeout=WAIT, read_timeout=WAIT)
+
+
+async def test_a_large_body_is_read_with_flow_control(pool: H1Pool) -> None:
+    size = 4 * 1024 * 1024
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=b"x" * size)
+
+    app = web.Application()
+    app.router.add_post("/mcp", big)
+    runner, url, accepted = await serve_app(app)
+    try:
+        for _ in range(2):
+            resp = await pool.request(url, b"", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            total = 0
+            while chunk := await resp.content.readany():
+                total += len(chunk)
+                await asyncio.sleep(0)  # a slow reader: the socket is paused meanwhile
+            assert total == size
+        assert len(accepted) == 1
+    finally:
+        await runner.cleanup()
+
+
+async def test_refused_connections_and_bad_headers_fail_cleanly(pool: H1Pool) -> None:
+    server, url = await raw_server(lambda r, w: asyncio.sleep(0))
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(OSError):
+        await pool.request(url, b"", {}, connect_timeout=WAIT, read_timeout=WAIT)
+    with pytest.raises(ValueError):
+        await pool.request(
+            url, b"", {"X-Bad": "a\r\nInjected: 1"}, connect_timeout=WAIT, read_timeout=WAIT
+        )
+
+
+def test_only_plain_http_without_credentials_is_carried() -> None:
+    assert usable(URL("http://127.0.0.1:1/mcp"))
+    assert not usable(URL("https://example.com/mcp"))
+    assert not usable(URL("http://user:pw@127.0.0.1:1/mcp"))
+
+
+async def test_the_carrier_leaves_redirects_to_aiohttp() -> None:
+    """A redirecting upstream (a trailing-slash mount, say) is followed as before."""
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/mcp/")
+
+    async def answer(request: web.Request) -> web.Response:
+        message = await request.json()
+        return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+
+    app = web.Application()
+    app.router.add_post("/mcp", moved)
+    app.router.add_post("/mcp/", answer)
+    runner, url, _ = await serve_app(app)
+    try:
+        async with aiohttp.ClientSession() as http:
+            carrier = StreamableHttpCarrier(url, http)
+            for n in range(2):
+                exchange = await carrier.request({"jsonrpc": "2.0", "id": n, "method": "ping"}, {})
+                assert [m async for m in exchange.messages] == [
+                    {"jsonrpc": "2.0", "id": n, "result": {}}
+                ]
+                await exchange.aclose()
+            await carrier.close()
+    finally:
+        await runner.cleanup()
