@@ -53,8 +53,16 @@ class OffCall:
         self._upstream = upstream
         self.notify: NotificationSink | None = None
 
-    async def listen(self, session: LegacySession) -> None:
-        """The session's own channel, for as long as the session lives."""
+    async def listen(self, session: LegacySession, opened: asyncio.Event | None = None) -> None:
+        """The session's own channel, for as long as the session lives; ``opened`` is
+        set once the first attempt has its answer (open, refused or failed)."""
+        try:
+            await self._listen(session, opened)
+        finally:
+            if opened is not None:
+                opened.set()
+
+    async def _listen(self, session: LegacySession, opened: asyncio.Event | None) -> None:
         for attempt in range(LISTEN_RETRIES):
             if attempt:
                 # The stream dropped while the session lives on: open it again, after
@@ -64,6 +72,8 @@ class OffCall:
                     return
             try:
                 stream = await session.carrier.listen(session.headers)
+                if opened is not None:
+                    opened.set()
                 if stream is None:
                     return  # the upstream offers no such stream
                 async for message in stream:

@@ -46,6 +46,8 @@ SessionCallback = Callable[[str], Coroutine[Any, Any, None]]
 # Pools (stateless clients' shared sessions) one principal may hold at once: the
 # least recently used idle one is ended to make room.
 MAX_POOLS_PER_PRINCIPAL = 16
+# How long a new session's first call waits for the session's own stream (seconds).
+LISTEN_SETTLE = 2.0
 # How long ending a session waits for the cancel notices sent before it (seconds).
 NOTICE_GRACE = 2.0
 
@@ -238,7 +240,15 @@ class SessionPool:
             downstream=exchange.downstream if exchange is not None else None,
         )
         await carrier.send(rpc.notification("notifications/initialized"), session.headers)
-        session.listener = asyncio.get_running_loop().create_task(self.offcall.listen(session))
+        opened = asyncio.Event()
+        session.listener = asyncio.get_running_loop().create_task(
+            self.offcall.listen(session, opened)
+        )
+        # Calls wait for the session's own stream (bounded): a server that asks
+        # something outside a call right away asks it there, and a question sent
+        # before the stream is open is lost (server-everything's roots/list is).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
         return session
 
     def _client(
