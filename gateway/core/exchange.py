@@ -57,7 +57,6 @@ class Exchange:
     route: str
     profile: ServerProfile
     principal: str = "anonymous"
-    request_id: str = ""
     forward_headers: dict[str, str] = field(default_factory=dict)
     emit: EventSink = discard_event
     ask: Asker | None = None

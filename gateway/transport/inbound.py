@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -561,7 +560,6 @@ class Pipeline:
             route=self.route.path,
             profile=profile,
             principal=arrival.principal,
-            request_id=uuid.uuid4().hex,
             forward_headers=arrival.forwarded,
             emit=emit,
             ask=asker,
