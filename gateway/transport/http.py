@@ -228,10 +228,8 @@ class Endpoint:
         return self.route.sessions.get(headers.get("mcp-session-id"), principal), principal
 
     async def _read(self, request: web.Request, preamble: Preamble) -> Refusal | None:
-        """The body into ``preamble``, within the route's guard and size limit."""
-        refused = self.route.guard.check(preamble.headers)
-        if refused is not None:
-            return self.pipeline.refusal(preamble, refused)
+        """The body into ``preamble``, within the route's size limit (the caller
+        checked its Host and Origin)."""
         limit = self.route.max_body
         if request.content_length is not None and request.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
