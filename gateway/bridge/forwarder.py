@@ -305,7 +305,7 @@ class Forwarder:
             await parked.emit(event)
 
         parked.emit = exchange.emit
-        inner = replace(exchange, ask=ask, emit=emit)
+        inner = exchange.routed(ask, emit)
         parked.task = asyncio.get_running_loop().create_task(self.upstream.execute(call, inner))
         # Its end wakes _settle as an ask does (no waiter task per call).
         parked.task.add_done_callback(lambda _: parked.changed.set())
