@@ -12,6 +12,7 @@ never collide.  Gauges are read when scraped, from the routes themselves.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -41,6 +42,9 @@ MAX_LOG_FIELD = 1024
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 
 call_log = structlog.get_logger("gateway.calls")
+# How many distinct sets of a record's label fields a gateway remembers the labelled
+# metrics of (then it starts again).
+MAX_SEEN_LABELS = 1024
 
 
 class _Levels:
@@ -245,20 +249,36 @@ class Metrics:
         build.add_metric([__version__], 1)
         self._build = build
         self._children: dict[tuple[str, str, str, str, str], _Children] = {}
+        self._seen: dict[tuple[Any, ...], _Children] = {}
         self.registry.register(_RouteGauges(routes, in_flight))
         self.registry.register(_Static([build]))
 
     def observe(self, record: dict[str, Any]) -> None:
         """A route observer: count the call and time it."""
-        route = str(record.get("route") or UNKNOWN)
-        client = str(record.get("client_revision") or UNKNOWN)
-        upstream = str(record.get("upstream_revision") or UNKNOWN)
-        outcome = str(record.get("outcome") or UNKNOWN)
-        method = method_label(record.get("method"))
-        key = (route, method, client, upstream, outcome)
-        children = self._children.get(key)
+        # Looked up by the record's own values first: the labels are worked out once
+        # per distinct set (a method is a label only if known, say).
+        get = record.get
+        given = (
+            get("route"),
+            get("method"),
+            get("client_revision"),
+            get("upstream_revision"),
+            get("outcome"),
+        )
+        try:
+            children = self._seen.get(given)
+        except TypeError:  # an unhashable value: no shortcut
+            children = None
         if children is None:
-            children = self._children[key] = self._bind(key)
+            route = str(record.get("route") or UNKNOWN)
+            client = str(record.get("client_revision") or UNKNOWN)
+            upstream = str(record.get("upstream_revision") or UNKNOWN)
+            outcome = str(record.get("outcome") or UNKNOWN)
+            key = (route, method_label(record.get("method")), client, upstream, outcome)
+            children = self._children.get(key)
+            if children is None:
+                children = self._children[key] = self._bind(key)
+            self._remember(given, children)
         counted, failed, timed = children
         counted.inc()
         if failed is not None:
@@ -266,6 +286,13 @@ class Metrics:
         duration = record.get("duration_ms")
         if isinstance(duration, int | float):
             timed.observe(duration / 1000)
+
+    def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
+        """Bounded: unknown methods all share the ``other`` label, not their own entry."""
+        if len(self._seen) >= MAX_SEEN_LABELS:
+            self._seen.clear()
+        with contextlib.suppress(TypeError):
+            self._seen[given] = children
 
     def _bind(self, key: tuple[str, str, str, str, str]) -> _Children:
         """The labelled children of one route, method, revision pair and outcome: looked

@@ -305,11 +305,18 @@ class Forwarder:
             await parked.emit(event)
 
         parked.emit = exchange.emit
-        inner = replace(exchange, ask=ask, emit=emit)
-        parked.task = asyncio.get_running_loop().create_task(self.upstream.execute(call, inner))
-        # Its end wakes _settle as an ask does (no waiter task per call).
-        parked.task.add_done_callback(lambda _: parked.changed.set())
+        inner = exchange.routed(ask, emit)
+        parked.task = asyncio.get_running_loop().create_task(self._upstream(call, inner, parked))
         return await self._settle(call, exchange, parked)
+
+    async def _upstream(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+        """The parked call's upstream side.  Its end wakes _settle as an ask does, from
+        its own last step: by the time _settle runs the task is done, and no done
+        callback costs a turn of the loop in between."""
+        try:
+            return await self.upstream.execute(call, exchange)
+        finally:
+            parked.changed.set()
 
     async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Wait for the upstream's result, or for asks to hand to the client."""

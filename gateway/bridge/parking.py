@@ -33,7 +33,6 @@ log = structlog.get_logger(__name__)
 
 @dataclass(eq=False)
 class ParkedCall:
-    id: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     # Whose call it is: its quota of parked calls is the one it counts against.
     principal: str = ANONYMOUS
     task: asyncio.Task[Outcome] | None = None
@@ -46,6 +45,20 @@ class ParkedCall:
     missing: Ask | None = None
     _keys: Any = field(default_factory=lambda: itertools.count(1))
     _expiry: asyncio.TimerHandle | None = None
+    _id: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The unguessable name its sealed state carries: drawn when first needed (most
+        calls end without ever being parked, and need none)."""
+        if self._id is None:
+            self._id = secrets.token_urlsafe(16)
+        return self._id
+
+    @property
+    def named(self) -> bool:
+        """Whether it was ever named (so possibly parked)."""
+        return self._id is not None
 
     def add_ask(self, ask: Ask) -> asyncio.Future[Answer]:
         key = f"q{next(self._keys)}"
@@ -158,6 +171,8 @@ class ParkingTable:
             self._drop_owner(parked.principal)
 
     def unpark(self, parked: ParkedCall) -> None:
+        if not parked.named:
+            return  # never parked: nothing to forget, no deadline set
         if self._calls.get(parked.id) is parked:
             del self._calls[parked.id]
         self._forget(parked)

@@ -42,16 +42,24 @@ class Operation(Enum):
     # A method no revision defines: forwarded as it is (extensions, vendor methods).
     OTHER = "*"
 
+    # Members are equal only to themselves: hashed by identity (in C), not by Enum's
+    # hash of the name (a Python call on every set and dict lookup).
+    __hash__ = object.__hash__
+
     @classmethod
     def for_method(cls, method: str) -> Operation:
         try:
-            return cls(method)
-        except ValueError:
+            return _BY_METHOD.get(method, cls.OTHER)
+        except TypeError:  # not a string at all
             return cls.OTHER
 
     @property
     def is_notification(self) -> bool:
-        return self.value.startswith("notifications/")
+        return self in _NOTIFICATIONS
+
+
+_BY_METHOD: dict[str, Operation] = {op.value: op for op in Operation if op is not Operation.OTHER}
+_NOTIFICATIONS = frozenset(op for op in Operation if op.value.startswith("notifications/"))
 
 
 # Operations whose complete results may carry caching hints (ttlMs, cacheScope).

@@ -168,6 +168,21 @@ def runs_tool_tasks(server_capabilities: dict[str, Any]) -> bool:
     return isinstance(tools, dict) and isinstance(tools.get("call"), dict)
 
 
+def _plainly_valid(operation: Operation, params: dict[str, Any]) -> bool:
+    """The usual ``tools/call`` params, seen valid as its model would find them without
+    building the model; anything else (and any doubt) goes to the model, which words
+    the error."""
+    if operation is not Operation.TOOLS_CALL or "meta" in params:
+        return False  # "meta" too: the model reads it as `_meta` (populate_by_name)
+    arguments = params.get("arguments")
+    meta = params.get("_meta")
+    return (
+        type(params.get("name")) is str
+        and (arguments is None or type(arguments) is dict)
+        and (meta is None or type(meta) is dict)
+    )
+
+
 def _keep(item: dict[str, Any], known: frozenset[str], allowed: frozenset[str]) -> dict[str, Any]:
     """Drop the known fields this revision cannot express; keep everything else."""
     return {k: v for k, v in item.items() if k not in known or k in allowed}
@@ -354,7 +369,7 @@ class Adapter(ABC):
             )
         params: dict[str, Any] = message.get("params") or {}
         model = self.params_model(operation)
-        if model is not None:
+        if model is not None and not _plainly_valid(operation, params):
             try:
                 model.model_validate(params)
             except ValidationError as exc:

@@ -41,11 +41,15 @@ class OriginGuard:
         self.loopback_only = loopback_only
         self.allowed_hosts = {_hostname(h) for h in allowed_hosts}
         self.allowed_origins = {o.strip().lower().rstrip("/") for o in allowed_origins}
+        # The last Host header value found allowed: nearly every request repeats it.
+        self._host_passed: str | None = None
 
     def check(self, headers: Mapping[str, str]) -> Failure | None:
         host = headers.get("host")
-        if host is not None and not self._host_ok(_hostname(host)):
-            return Failure(FailureKind.FORBIDDEN, f"Host {host!r} is not allowed")
+        if host is not None and host != self._host_passed:
+            if not self._host_ok(_hostname(host)):
+                return Failure(FailureKind.FORBIDDEN, f"Host {host!r} is not allowed")
+            self._host_passed = host
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin.strip().lower().rstrip("/")):
             return Failure(FailureKind.FORBIDDEN, f"Origin {origin!r} is not allowed")

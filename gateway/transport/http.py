@@ -228,22 +228,25 @@ class Endpoint:
         return self.route.sessions.get(headers.get("mcp-session-id"), principal), principal
 
     async def _read(self, request: web.Request, preamble: Preamble) -> Refusal | None:
-        """The body into ``preamble``, within the route's guard and size limit."""
-        refused = self.route.guard.check(preamble.headers)
-        if refused is not None:
-            return self.pipeline.refusal(preamble, refused)
+        """The body into ``preamble``, within the route's size limit (the caller
+        checked its Host and Origin)."""
         limit = self.route.max_body
         if request.content_length is not None and request.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        try:
-            async with asyncio.timeout(self.route.body_timeout):
-                raw = await _read_body(request, limit + 1)
-        except TimeoutError:
-            failure = Failure(
-                FailureKind.INVALID_REQUEST,
-                f"the request body did not arrive within {self.route.body_timeout:g}s",
-            )
-            return self.pipeline.refusal(preamble, failure)
+        if request.content.is_eof():
+            # All of it has arrived (the usual small body): reading cannot wait, so it
+            # needs no timer.
+            raw = await _read_body(request, limit + 1)
+        else:
+            try:
+                async with asyncio.timeout(self.route.body_timeout):
+                    raw = await _read_body(request, limit + 1)
+            except TimeoutError:
+                failure = Failure(
+                    FailureKind.INVALID_REQUEST,
+                    f"the request body did not arrive within {self.route.body_timeout:g}s",
+                )
+                return self.pipeline.refusal(preamble, failure)
         if len(raw) > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
         return self.pipeline.parse(preamble, raw)
@@ -471,11 +474,13 @@ class Endpoint:
 
 async def _read_body(request: web.Request, limit: int) -> bytes:
     """The body, up to ``limit`` bytes (one `read(n)` returns only what has arrived)."""
-    buf = bytearray()
-    while len(buf) < limit:
-        chunk = await request.content.read(limit - len(buf))
-        if not chunk:
-            break
+    content = request.content
+    chunk = await content.read(limit)
+    if content.at_eof():
+        return chunk  # all of it in one piece (the usual small body): no copies
+    buf = bytearray(chunk)
+    while chunk and len(buf) < limit:
+        chunk = await content.read(limit - len(buf))
         buf += chunk
     return bytes(buf)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -106,11 +106,12 @@ class Arrival:
     vet_failure: Callable[[Failure], Failure] | None = None
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
 
-    @property
+    # Sorted out once (``items`` never changes): the transports ask several times.
+    @cached_property
     def requests(self) -> list[Call]:
         return [i for i in self.items if isinstance(i, Call) and not i.is_notification]
 
-    @property
+    @cached_property
     def failures(self) -> list[DecodeFailure]:
         return [i for i in self.items if isinstance(i, DecodeFailure)]
 
@@ -561,7 +562,6 @@ class Pipeline:
             route=self.route.path,
             profile=profile,
             principal=arrival.principal,
-            request_id=uuid.uuid4().hex,
             forward_headers=arrival.forwarded,
             emit=emit,
             ask=asker,

@@ -43,6 +43,9 @@ SHARED = "stdio"
 
 log = structlog.get_logger(__name__)
 
+# How many capability sets' pool digests a link remembers (then it starts again).
+MAX_DIGESTS = 256
+
 
 class UpstreamLink:
     """One route's upstream.  Safe for many concurrent calls."""
@@ -71,6 +74,8 @@ class UpstreamLink:
                 read_timeout=settings.request_timeout,
             )
         self._verdict: Verdict | None = None
+        # Pool digests by revision and declared capabilities (bounded: clients choose them).
+        self._digests: dict[tuple[Adapter, bytes], str] = {}
         # Told of each verdict this replica's own probe reaches (the cluster shares it).
         self.on_verdict: Callable[[Verdict], None] | None = None
         self._probe_lock = asyncio.Lock()
@@ -167,9 +172,18 @@ class UpstreamLink:
             return SHARED
         if exchange.downstream is not None:
             return "s:" + exchange.downstream.key
-        declared = adapter.client_project_capabilities(dict(exchange.call.client.capabilities))
-        digest = hashlib.sha256(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        return f"p:{exchange.principal}:{digest[:16]}"
+        capabilities = exchange.call.client.capabilities
+        given = (adapter, orjson.dumps(capabilities, option=orjson.OPT_SORT_KEYS))
+        digest = self._digests.get(given)
+        if digest is None:
+            # Projected as the upstream reads them, then hashed: once per distinct set.
+            declared = adapter.client_project_capabilities(dict(capabilities))
+            raw = orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)
+            digest = hashlib.sha256(raw).hexdigest()[:16]
+            if len(self._digests) >= MAX_DIGESTS:
+                self._digests.clear()
+            self._digests[given] = digest
+        return f"p:{exchange.principal}:{digest}"
 
     async def attach(self, exchange: Exchange) -> None:
         """Open the exchange's client's upstream session (and its own stream) if it is

@@ -91,6 +91,15 @@ class SseParser:
 
         events: list[SseEvent] = []
         buf = self._buf
+        if b"\r" not in buf:
+            # LF only (what servers send): split at once, no pattern search per line.
+            end = buf.rfind(b"\n", scan_from)
+            if end >= 0:
+                for line in bytes(buf[:end]).split(b"\n"):
+                    self._line(line, events)
+                del buf[: end + 1]
+            self._check_size(len(buf))
+            return events
         start = 0
         while (m := _EOL.search(buf, max(start, scan_from))) is not None:
             self._line(bytes(buf[start : m.start()]), events)
