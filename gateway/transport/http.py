@@ -31,6 +31,17 @@ log = structlog.get_logger(__name__)
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 SESSION_QUERY = "sessionId"
+# A call that may run long has its answer stream opened (and primed) once it has run
+# this long (seconds); one answered sooner is sent in one go.
+PRIME_AFTER = 0.05
+
+
+class _AnswerStream(web.StreamResponse):
+    """A POST's SSE answer whose headers go out with its first event, in one send:
+    it is only opened to write at once (aiohttp's own ``web.Response`` defers its
+    headers the same way)."""
+
+    _send_headers_immediately = False
 
 
 class Responder:
@@ -55,20 +66,62 @@ class Responder:
         self._log = log
         self._priming = priming
         self._number = 0
+        # A stream to open shortly (open_soon): the timer, then the opening.
+        self._soon: asyncio.TimerHandle | None = None
+        self._opening: asyncio.Task[web.StreamResponse] | None = None
+        self._streamed = False
 
     async def open(self) -> web.StreamResponse:
         """The SSE stream, opened (and primed) now if it was not yet."""
         if self.stream is None:
-            self.stream = web.StreamResponse(
-                status=200,
-                headers={**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"},
-            )
-            await self.stream.prepare(self.request)
-            if self._log is not None:
-                self._number = self._log.open()
-                if self._priming:
-                    await self.stream.write(self._log.priming(self._number))
+            head = await self._start()
+            if head:
+                await self._started().write(head)
+        return self._started()
+
+    async def _start(self) -> bytes:
+        """Open the stream (its headers wait for the first write); its priming event."""
+        self.stream = _AnswerStream(
+            status=200,
+            headers={**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"},
+        )
+        await self.stream.prepare(self.request)
+        if self._log is None:
+            return b""
+        self._number = self._log.open()
+        return self._log.priming(self._number) if self._priming else b""
+
+    def _started(self) -> web.StreamResponse:
+        assert self.stream is not None
         return self.stream
+
+    def open_soon(self) -> None:
+        """A call that may run long is answered on a (primed, resumable) stream; it is
+        opened after PRIME_AFTER, so that an answer ready sooner goes out with its
+        headers and priming event in one send instead of three."""
+        self._streamed = True
+        self._soon = asyncio.get_running_loop().call_later(PRIME_AFTER, self._open_now)
+
+    def _open_now(self) -> None:
+        self._soon = None
+        self._opening = asyncio.get_running_loop().create_task(self._open_locked())
+
+    async def _open_locked(self) -> web.StreamResponse:
+        async with self._lock:
+            return await self.open()
+
+    def disarm(self) -> None:
+        """The request ends (answered or abandoned): no opening left behind."""
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            if opening.done():
+                if not opening.cancelled():
+                    opening.exception()  # retrieved: the answer's own write reports it
+            else:
+                opening.cancel()
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
@@ -82,17 +135,23 @@ class Responder:
         return encode_event(data, event="message")
 
     async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
-        if self.stream is not None:
-            async with self._lock:
-                frame = self._frame(message)
-                if self._log is not None:
-                    self._log.finish(self._number)
-                # The last event and the stream's end in one write (one send, not two).
-                await self.stream.write_eof(frame)
-            return self.stream
-        return web.Response(
-            body=orjson.dumps(message), status=status, content_type=JSON, headers=self.headers
-        )
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        if self._opening is not None:
+            await self._opening
+        if self.stream is None and not self._streamed:
+            return web.Response(
+                body=orjson.dumps(message), status=status, content_type=JSON, headers=self.headers
+            )
+        async with self._lock:
+            head = await self._start() if self.stream is None else b""
+            frame = self._frame(message)
+            if self._log is not None:
+                self._log.finish(self._number)
+            # Headers, priming, the last event and the stream's end: as few sends as can be.
+            await self._started().write_eof(head + frame)
+        return self._started()
 
 
 class Endpoint:
@@ -269,10 +328,13 @@ class Endpoint:
         if failures:
             return self._refuse(Refusal(adapter, failures[0].failure, failures[0].id), headers)
         if log is not None and adapter.primes_streams and requests[0].operation in MAY_ASK:
-            await responder.open()  # a call that may run long: resumable from the start
-        reply = await self.pipeline.run(arrival, requests[0], responder.send)
-        responder.headers.update(reply.headers)
-        return await responder.finish(reply.message, reply.status)
+            responder.open_soon()  # a call that may run long: resumable from the start
+        try:
+            reply = await self.pipeline.run(arrival, requests[0], responder.send)
+            responder.headers.update(reply.headers)
+            return await responder.finish(reply.message, reply.status)
+        finally:
+            responder.disarm()
 
     async def _answer_on_stream(self, arrival: Arrival) -> web.StreamResponse:
         """HTTP+SSE: the answers travel on the session's stream."""
