@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
+import functools
 from collections.abc import Callable, Mapping
 from typing import cast
 
@@ -402,21 +402,34 @@ class H1Pool:
         self._idle.clear()
 
 
-def _encode(url: URL, body: bytes, headers: Mapping[str, str]) -> bytes:
-    """The request's bytes: a POST with a Content-Length body."""
+@functools.lru_cache(maxsize=64)
+def _request_line(url: URL) -> str:
     target = url.raw_path_qs or "/"
     host = url.raw_host if url.is_default_port() else f"{url.raw_host}:{url.port}"
-    lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
+    return f"POST {target} HTTP/1.1\r\nHost: {host}\r\n"
+
+
+def _encode(url: URL, body: bytes, headers: Mapping[str, str]) -> bytes:
+    """The request's bytes: a POST with a Content-Length body."""
+    lines = [_request_line(url)]
+    agent = _USER_AGENT
     for name, value in headers.items():
-        if name.lower() in _OWN:
+        lowered = name.lower()
+        if lowered in _OWN:
+            if lowered == "user-agent":
+                agent = value
             continue
-        if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
-            raise ValueError(f"invalid character in the {name!r} header")
-        lines.append(f"{name}: {value}")
-    user_agent = next((v for k, v in headers.items() if k.lower() == "user-agent"), _USER_AGENT)
-    lines.append(f"User-Agent: {user_agent}")
-    lines.append(f"Content-Length: {len(body)}")
-    head = "\r\n".join(lines) + "\r\n\r\n"
-    with contextlib.suppress(UnicodeEncodeError):
+        if ":" in name:
+            raise ValueError(f"invalid character in the {name!r} header name")
+        lines.append(f"{name}: {value}\r\n")
+    lines.append(f"User-Agent: {agent}\r\nContent-Length: {len(body)}\r\n\r\n")
+    head = "".join(lines)
+    # Each line ends in CRLF and nothing else may hold CR or LF (header injection):
+    # counted in C rather than checked header by header.
+    expected = len(lines) + 3
+    if head.count("\n") != expected or head.count("\r") != expected:
+        raise ValueError("a header holds a CR or LF character")
+    try:
         return head.encode("latin-1") + body
-    return head.encode("utf-8") + body
+    except UnicodeEncodeError:
+        return head.encode("utf-8") + body

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from gateway.upstream.h1 import H1Pool, usable
+from gateway.upstream.h1 import H1Pool, _encode, usable
 from gateway.upstream.http import StreamableHttpCarrier
 
 pytestmark = pytest.mark.timeout(30)
@@ -301,3 +301,22 @@ async def test_the_carrier_leaves_redirects_to_aiohttp() -> None:
             await carrier.close()
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X": "a\r\nB: c"}, {"X": "a\nB"}, {"X\r\nY": "z"}, {"X": "a\r"}, {"User-Agent": "u\n"}],
+)
+def test_no_header_can_inject_a_line(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        _encode(URL("http://127.0.0.1:1/mcp"), b"", headers)
+
+
+def test_the_request_is_written_as_expected() -> None:
+    raw = _encode(
+        URL("http://127.0.0.1:8080/mcp?x=1"), b"{}", {"A": "b", "User-Agent": "me", "Host": "x"}
+    )
+    assert raw == (
+        b"POST /mcp?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nA: b\r\n"
+        b"User-Agent: me\r\nContent-Length: 2\r\n\r\n{}"
+    )
