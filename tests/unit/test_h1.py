@@ -4,6 +4,7 @@ aiohttp's, and raw asyncio servers for what aiohttp would never send."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -11,7 +12,7 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from gateway.upstream.h1 import H1Pool, _encode, usable
+from gateway.upstream.h1 import H1Pool, H1Response, _encode, usable
 from gateway.upstream.http import StreamableHttpCarrier
 
 pytestmark = pytest.mark.timeout(30)
@@ -46,6 +47,26 @@ async def serve_app(app: web.Application) -> tuple[web.AppRunner, URL, list[int]
     return runner, URL(f"http://127.0.0.1:{port}/mcp"), accepted
 
 
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[tuple[URL, list[int]]]:
+    """``handler`` at POST /mcp on a free port: its URL and the connections accepted."""
+    app = web.Application()
+    app.router.add_post("/mcp", handler)
+    runner, url, accepted = await serve_app(app)
+    try:
+        yield url, accepted
+    finally:
+        await runner.cleanup()
+
+
+def post(
+    pool: H1Pool, url: URL, body: bytes, headers: dict[str, str] | None = None
+) -> Awaitable[H1Response]:
+    return pool.request(url, body, headers or {}, connect_timeout=WAIT, read_timeout=WAIT)
+
+
 async def echo(request: web.Request) -> web.Response:
     body = await request.read()
     return web.json_response(
@@ -74,18 +95,9 @@ async def read_all(resp: object) -> bytes:
 
 
 async def test_keep_alive_connections_are_reused(pool: H1Pool) -> None:
-    app = web.Application()
-    app.router.add_post("/mcp", echo)
-    runner, url, accepted = await serve_app(app)
-    try:
+    async with serving(echo) as (url, accepted):
         for n in range(50):
-            resp = await pool.request(
-                url,
-                b"n%d" % n,
-                {"Content-Type": "application/json"},
-                connect_timeout=WAIT,
-                read_timeout=WAIT,
-            )
+            resp = await post(pool, url, b"n%d" % n, {"Content-Type": "application/json"})
             assert resp.status == 200 and resp.content_type == "application/json"
             assert b'"n%d"' % n in await read_all(resp)
             resp.release()
@@ -93,42 +105,29 @@ async def test_keep_alive_connections_are_reused(pool: H1Pool) -> None:
 
         # Concurrent requests each take a connection; they are reused afterwards.
         async def one(n: int) -> int:
-            resp = await pool.request(url, b"x", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            resp = await post(pool, url, b"x")
             await read_all(resp)
-            return resp.status
+            return int(resp.status)
 
         assert await asyncio.gather(*(one(n) for n in range(8))) == [200] * 8
         assert await asyncio.gather(*(one(n) for n in range(8))) == [200] * 8
         assert len(accepted) <= 8
-    finally:
-        await runner.cleanup()
 
 
 async def test_default_headers_and_user_agent_are_sent(pool: H1Pool) -> None:
-    app = web.Application()
-    app.router.add_post("/mcp", echo)
-    runner, url, _ = await serve_app(app)
-    try:
-        resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
-        body = await read_all(resp)
+    async with serving(echo) as (url, _):
+        body = await read_all(await post(pool, url, b"{}"))
         assert b'"default": "d"' in body.replace(b'":"', b'": "') and b"aiohttp" in body
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_chunked_event_stream_arrives_in_order_and_ends(pool: H1Pool) -> None:
-    app = web.Application()
-    app.router.add_post("/mcp", sse)
-    runner, url, accepted = await serve_app(app)
-    try:
+    async with serving(sse) as (url, accepted):
         for _ in range(3):
-            resp = await pool.request(url, b"", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            resp = await post(pool, url, b"")
             assert resp.content_type == "text/event-stream" and resp.content_length is None
             assert await read_all(resp) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
             assert resp.content.is_eof()
         assert len(accepted) == 1
-    finally:
-        await runner.cleanup()
 
 
 async def raw_server(
@@ -162,7 +161,7 @@ async def test_a_body_ended_by_closing_the_connection(pool: H1Pool) -> None:
 
     server, url = await raw_server(handle)
     async with server:
-        resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
+        resp = await post(pool, url, b"{}")
         assert resp.status == 200
         assert await read_all(resp) == b'{"a":1}'
 
@@ -205,7 +204,7 @@ async def test_a_closed_idle_connection_is_not_reused(pool: H1Pool) -> None:
     server, url = await raw_server(handle)
     async with server:
         for _ in range(3):
-            resp = await pool.request(url, b"{}", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            resp = await post(pool, url, b"{}")
             assert await read_all(resp) == b"ok"
             # Until the client has seen the close, wait for it (bounded): that is the
             # state the pool meets on the next request in practice.
@@ -227,12 +226,12 @@ async def test_a_disconnect_mid_body_and_invalid_http_are_errors(pool: H1Pool) -
 
     server, url = await raw_server(handle)
     async with server:
-        resp = await pool.request(url, b"cut", {}, connect_timeout=WAIT, read_timeout=WAIT)
+        resp = await post(pool, url, b"cut")
         assert await resp.content.readany() == b"partial"
         with pytest.raises(aiohttp.ClientError):
             await resp.content.readany()
         with pytest.raises(aiohttp.ClientError):
-            await pool.request(url, b"garbage", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            await post(pool, url, b"garbage")
 
 
 async def test_a_large_body_is_read_with_flow_control(pool: H1Pool) -> None:
@@ -241,20 +240,15 @@ async def test_a_large_body_is_read_with_flow_control(pool: H1Pool) -> None:
     async def big(request: web.Request) -> web.Response:
         return web.Response(body=b"x" * size)
 
-    app = web.Application()
-    app.router.add_post("/mcp", big)
-    runner, url, accepted = await serve_app(app)
-    try:
+    async with serving(big) as (url, accepted):
         for _ in range(2):
-            resp = await pool.request(url, b"", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            resp = await post(pool, url, b"")
             total = 0
             while chunk := await resp.content.readany():
                 total += len(chunk)
                 await asyncio.sleep(0)  # a slow reader: the socket is paused meanwhile
             assert total == size
         assert len(accepted) == 1
-    finally:
-        await runner.cleanup()
 
 
 async def test_refused_connections_and_bad_headers_fail_cleanly(pool: H1Pool) -> None:
