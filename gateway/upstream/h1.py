@@ -405,7 +405,8 @@ class H1Pool:
 @functools.lru_cache(maxsize=64)
 def _request_line(url: URL) -> str:
     target = url.raw_path_qs or "/"
-    host = url.raw_host if url.is_default_port() else f"{url.raw_host}:{url.port}"
+    # Bracketed IPv6, IDNA-encoded names, the port only when not the default.
+    host = url.host_port_subcomponent
     return f"POST {target} HTTP/1.1\r\nHost: {host}\r\n"
 
 

@@ -314,3 +314,15 @@ def test_the_request_is_written_as_expected() -> None:
         b"POST /mcp?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nA: b\r\n"
         b"User-Agent: me\r\nContent-Length: 2\r\n\r\n{}"
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://[::1]:8080/mcp", b"Host: [::1]:8080\r\n"),
+        ("http://example.com/mcp", b"Host: example.com\r\n"),
+        ("http://b\u00fccher.example:81/", b"Host: xn--bcher-kva.example:81\r\n"),
+    ],
+)
+def test_the_host_header_is_valid_for_every_kind_of_host(url: str, host: bytes) -> None:
+    assert host in _encode(URL(url), b"", {})
