@@ -23,8 +23,12 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-# Idle pooled connections are closed after this long (aiohttp's default keep-alive).
+# Idle pooled connections are closed after this long (aiohttp's default keep-alive),
+# or sooner when the server says (`Keep-Alive: timeout=N`) it keeps them less long.
 KEEPALIVE_S = 15.0
+# A connection is not reused this close to the server's own idle timeout: its close
+# may already be on the way, and a POST written onto it would be lost.
+_KEEPALIVE_MARGIN_S = 1.0
 # Buffered body bytes past which the socket stops being read until the reader catches up.
 _HIGH_WATER = 256 * 1024
 _USER_AGENT = f"Python/3 aiohttp/{aiohttp.__version__}"
@@ -159,6 +163,7 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self.closed = False
         self.idle_since = 0.0
+        self.keepalive = KEEPALIVE_S
         # Silence bound (aiohttp's sock_read): checked by one timer, not re-armed per read.
         self._read_timeout: float | None = None
         self._last_read = 0.0
@@ -310,6 +315,8 @@ class _Connection(asyncio.Protocol):
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
+        if response is not None:
+            self.keepalive = _keepalive(response.headers.get("Keep-Alive"))
         self._pool.put(self)
 
 
@@ -350,7 +357,7 @@ class H1Pool:
             conn = idle.pop()
             if conn.closed or conn.transport is None or conn.transport.is_closing():
                 continue
-            if now - conn.idle_since >= KEEPALIVE_S:
+            if now - conn.idle_since >= conn.keepalive:
                 conn.abort()
                 continue
             return conn
@@ -385,7 +392,7 @@ class H1Pool:
         self._sweeper = None
         now = asyncio.get_running_loop().time()
         for idle in self._idle.values():
-            for conn in [c for c in idle if now - c.idle_since >= KEEPALIVE_S]:
+            for conn in [c for c in idle if now - c.idle_since >= c.keepalive]:
                 idle.remove(conn)
                 conn.abort()
         if any(self._idle.values()):
@@ -400,6 +407,17 @@ class H1Pool:
             conn.abort()
         self._all.clear()
         self._idle.clear()
+
+
+def _keepalive(header: str | None) -> float:
+    """How long an idle connection may be reused, from the server's `Keep-Alive`."""
+    if header is None:
+        return KEEPALIVE_S
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        if name.strip().lower() == "timeout" and value.strip().isdigit():
+            return min(KEEPALIVE_S, int(value.strip()) - _KEEPALIVE_MARGIN_S)
+    return KEEPALIVE_S
 
 
 @functools.lru_cache(maxsize=64)

@@ -326,3 +326,28 @@ def test_the_request_is_written_as_expected() -> None:
 )
 def test_the_host_header_is_valid_for_every_kind_of_host(url: str, host: bytes) -> None:
     assert host in _encode(URL(url), b"", {})
+
+
+@pytest.mark.parametrize(("keep_s", "connections"), [(30, 1), (1, 2)])
+async def test_the_servers_keep_alive_timeout_is_honoured(
+    pool: H1Pool, keep_s: int, connections: int
+) -> None:
+    """A connection the server will close within a second is not written to again."""
+    accepted = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                await read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n")
+                writer.write(b"Keep-Alive: timeout=%d\r\n\r\nok" % keep_s)
+                await writer.drain()
+        writer.close()
+
+    server, url = await raw_server(handle)
+    async with server:
+        for _ in range(2):
+            assert await read_all(await post(pool, url, b"{}")) == b"ok"
+        assert accepted == connections
