@@ -110,11 +110,14 @@ class Responder:
         async with self._lock:
             return await self.open()
 
-    def disarm(self) -> None:
-        """The request ends (answered or abandoned): no opening left behind."""
+    def _not_soon(self) -> None:
         if self._soon is not None:
             self._soon.cancel()
             self._soon = None
+
+    def disarm(self) -> None:
+        """The request ends (answered or abandoned): no opening left behind."""
+        self._not_soon()
         opening, self._opening = self._opening, None
         if opening is not None:
             if opening.done():
@@ -135,9 +138,7 @@ class Responder:
         return encode_event(data, event="message")
 
     async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
-        if self._soon is not None:
-            self._soon.cancel()
-            self._soon = None
+        self._not_soon()
         if self._opening is not None:
             await self._opening
         if self.stream is None and not self._streamed:

@@ -160,6 +160,13 @@ class SseReader:
                 assert isinstance(message, dict), message
                 return message
 
+    async def response_to(self, request_id: Any) -> dict[str, Any]:
+        """Read on (past notifications and requests) until the response to ``request_id``."""
+        while True:
+            message = await self.next_message()
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
 
 # --------------------------------------------------------------------------- replies
 

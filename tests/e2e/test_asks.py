@@ -511,10 +511,7 @@ async def test_legacy_client_gets_a_modern_upstreams_ask_pushed(
             reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer}
             accepted = await post(http, url, reply, headers)
             assert accepted.status == 202, accepted.text
-            while True:
-                message = await reader.next_message()
-                if message.get("id") == 7:
-                    return message
+            return await reader.response_to(7)
 
     final = await asyncio.wait_for(run(), WAIT * 2)
     assert "result" in final, final

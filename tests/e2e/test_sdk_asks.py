@@ -159,10 +159,7 @@ async def test_url_elicitation_pushed_to_a_2025_11_25_client(
             answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}
             accepted = await post(http, url, answer, headers)
             assert accepted.status == 202, accepted.text
-            while True:
-                message = await reader.next_message()
-                if message.get("id") == 5:
-                    return message
+            return await reader.response_to(5)
 
     final = await asyncio.wait_for(run(), WAIT * 2)
     assert text_of(final["result"]) == "url elicitation e-18: accept", final
@@ -190,10 +187,7 @@ async def test_three_concurrent_asks_pushed_to_a_2025_11_25_client_at_once(
                 reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
                 accepted = await post(http, url, reply, headers)
                 assert accepted.status == 202, accepted.text
-            while True:
-                message = await reader.next_message()
-                if message.get("id") == 6:
-                    return message
+            return await reader.response_to(6)
 
     final = await asyncio.wait_for(run(), WAIT * 2)
     assert text_of(final["result"]) == "name=Ada; sample=sampled words; roots=file:///tmp/root-a"
