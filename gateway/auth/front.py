@@ -14,11 +14,11 @@ Two modes:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import structlog
-from aiohttp import web
 
 from gateway.auth import challenge
 from gateway.auth.discovery import UpstreamAuth
@@ -37,6 +37,21 @@ log = structlog.get_logger(__name__)
 Mode = Literal["transparent", "gateway"]
 WWW_AUTHENTICATE = "WWW-Authenticate"
 _REFUSALS = (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN)
+
+
+class RequestView(Protocol):
+    """What the auth side reads of a request (an aiohttp request is one)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Case-insensitive names."""
+        ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
 
 
 @dataclass
@@ -72,7 +87,7 @@ class RouteAuth:
 
     # ------------------------------------------------------------- the URLs
 
-    def resource(self, request: web.BaseRequest) -> str:
+    def resource(self, request: RequestView) -> str:
         headers = {k.lower(): v for k, v in request.headers.items()}
         return resource_url(
             self.public_url,
@@ -83,10 +98,10 @@ class RouteAuth:
             trust_forwarded=self.trust_forwarded,
         )
 
-    def metadata_url(self, request: web.BaseRequest) -> str:
+    def metadata_url(self, request: RequestView) -> str:
         return metadata_url(self.resource(request))
 
-    async def document(self, request: web.BaseRequest) -> Document | None:
+    async def document(self, request: RequestView) -> Document | None:
         """The protected-resource metadata the gateway serves for this route."""
         resource = self.resource(request)
         if self.validator is not None:
@@ -102,7 +117,7 @@ class RouteAuth:
 
     # ------------------------------------------------------ inbound requests
 
-    async def admit(self, request: web.BaseRequest) -> Admission:
+    async def admit(self, request: RequestView) -> Admission:
         """Check a request's credentials before anything else is done with it."""
         authorization = request.headers.get("Authorization")
         if self.validator is None:
@@ -126,7 +141,7 @@ class RouteAuth:
             return Admission(failure=failure)
         return Admission(principal=principal.key)
 
-    def _refusal(self, request: web.BaseRequest, rejected: Rejected) -> Failure:
+    def _refusal(self, request: RequestView, rejected: Rejected) -> Failure:
         kind = FailureKind.FORBIDDEN if rejected.status == 403 else FailureKind.UNAUTHORIZED
         scope = rejected.scope
         if scope is None and self.validator is not None and self.validator.policy.scopes:
@@ -141,7 +156,7 @@ class RouteAuth:
 
     # ------------------------------------------------- the upstream's refusals
 
-    def passed_on(self, failure: Failure, request: web.BaseRequest) -> Failure:
+    def passed_on(self, failure: Failure, request: RequestView) -> Failure:
         """An upstream failure as the client gets it: a 401/403 of the upstream keeps
         its challenge, pointed at the gateway's metadata (transparent mode); in
         gateway mode it means the route's own credentials were refused, which the

@@ -9,18 +9,19 @@ happens to a message between reading and writing is the inbound pipeline's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 import structlog
 from aiohttp import web
 
-from gateway.auth.front import Admission
+from gateway.auth.front import Admission, RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter
 from gateway.transport.common import first_id, is_initialize, too_large
 from gateway.transport.inbound import Arrival, Pipeline, Refusal
+from gateway.transport.post import Plain, PostRequest, Sink
 from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session
@@ -34,6 +35,8 @@ SESSION_QUERY = "sessionId"
 # A call that may run long has its answer stream opened (and primed) once it has run
 # this long (seconds); one answered sooner is sent in one go.
 PRIME_AFTER = 0.05
+# What an HTTP+SSE client's POST gets: its answers travel on its stream.
+_ACCEPTED = Plain(202, {}, b"Accepted", "text/plain; charset=utf-8")
 
 
 class _AnswerStream(web.StreamResponse):
@@ -53,7 +56,7 @@ class Responder:
 
     def __init__(
         self,
-        request: web.Request,
+        request: PostRequest,
         headers: dict[str, str],
         log: EventLog | None = None,
         *,
@@ -61,17 +64,17 @@ class Responder:
     ) -> None:
         self.request = request
         self.headers = headers
-        self.stream: web.StreamResponse | None = None
+        self.stream: Sink | None = None
         self._lock = asyncio.Lock()
         self._log = log
         self._priming = priming
         self._number = 0
         # A stream to open shortly (open_soon): the timer, then the opening.
         self._soon: asyncio.TimerHandle | None = None
-        self._opening: asyncio.Task[web.StreamResponse] | None = None
+        self._opening: asyncio.Task[Sink] | None = None
         self._streamed = False
 
-    async def open(self) -> web.StreamResponse:
+    async def open(self) -> Sink:
         """The SSE stream, opened (and primed) now if it was not yet."""
         if self.stream is None:
             head = await self._start()
@@ -81,17 +84,15 @@ class Responder:
 
     async def _start(self) -> bytes:
         """Open the stream (its headers wait for the first write); its priming event."""
-        self.stream = _AnswerStream(
-            status=200,
-            headers={**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"},
+        self.stream = await self.request.open_stream(
+            {**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
-        await self.stream.prepare(self.request)
         if self._log is None:
             return b""
         self._number = self._log.open()
         return self._log.priming(self._number) if self._priming else b""
 
-    def _started(self) -> web.StreamResponse:
+    def _started(self) -> Sink:
         assert self.stream is not None
         return self.stream
 
@@ -106,7 +107,7 @@ class Responder:
         self._soon = None
         self._opening = asyncio.get_running_loop().create_task(self._open_locked())
 
-    async def _open_locked(self) -> web.StreamResponse:
+    async def _open_locked(self) -> Sink:
         async with self._lock:
             return await self.open()
 
@@ -137,14 +138,12 @@ class Responder:
             return self._log.record(self._number, data)
         return encode_event(data, event="message")
 
-    async def finish(self, message: Any, status: int = 200) -> web.StreamResponse:
+    async def finish(self, message: Any, status: int = 200) -> Plain | Sink:
         self._not_soon()
         if self._opening is not None:
             await self._opening
         if self.stream is None and not self._streamed:
-            return web.Response(
-                body=orjson.dumps(message), status=status, content_type=JSON, headers=self.headers
-            )
+            return Plain(status, self.headers, orjson.dumps(message), JSON)
         async with self._lock:
             head = await self._start() if self.stream is None else b""
             frame = self._frame(message)
@@ -164,13 +163,13 @@ class Endpoint:
         self.pipeline = Pipeline(route, route.sessions, _queue)
         self._logs: dict[str, EventLog] = {}  # by session id, while the session lasts
 
-    def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> web.Response:
+    def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> Plain:
         failure = refusal.failure
-        return web.Response(
-            body=orjson.dumps(refusal.message()),
-            status=refusal.adapter.http_status(failure),
-            content_type=JSON,
-            headers={**failure.headers, **(headers or {})},
+        return Plain(
+            refusal.adapter.http_status(failure),
+            {**failure.headers, **(headers or {})},
+            orjson.dumps(refusal.message()),
+            JSON,
         )
 
     def _log_of(self, session: Session | None) -> EventLog | None:
@@ -191,13 +190,22 @@ class Endpoint:
 
     def _failure(self, adapter: Adapter, failure: Failure) -> web.Response:
         """A failure before any message was read, in ``adapter``'s words."""
-        return self._refuse(Refusal(adapter, failure))
+        return to_web(self._refuse(Refusal(adapter, failure)))
 
     # --------------------------------------------------------------- POST
 
     async def post(self, request: web.Request) -> web.StreamResponse:
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        legacy_sse_id = request.query.get(SESSION_QUERY)
+        """aiohttp's handler: what the lean lane does not carry comes here."""
+        answer = await self.answer_post(AioPost(request))
+        if isinstance(answer, Plain):
+            return to_web(answer)
+        assert isinstance(answer, web.StreamResponse)
+        return answer
+
+    async def answer_post(self, request: PostRequest) -> Plain | Sink:
+        """One POST, on whichever server carries it."""
+        headers = request.lowered
+        legacy_sse_id = request.query(SESSION_QUERY)
         session_id = legacy_sse_id or headers.get("mcp-session-id")
         preamble = Preamble(
             body=None,
@@ -209,7 +217,7 @@ class Endpoint:
         refused = self.route.guard.check(headers)
         if refused is not None:
             return self._refuse(self.pipeline.refusal(preamble, refused))
-        admitted = await self._admit(request, headers)
+        admitted = await self._admit(request)
         if admitted.failure is not None:
             return self._refuse(self.pipeline.refusal(preamble, admitted.failure))
         principal = admitted.principal or self.route.principals.of(headers)
@@ -218,7 +226,7 @@ class Endpoint:
         try:
             refusal = await self._read(request, preamble)
         except (ConnectionError, asyncio.IncompleteReadError):
-            return web.Response(status=400)
+            return Plain(400)
         if refusal is None and session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
             refusal = self.pipeline.refusal(preamble, failure, first_id(preamble.body))
@@ -242,30 +250,30 @@ class Endpoint:
                 response_headers["Mcp-Session-Id"] = arrival.session.id
         self.pipeline.settle(arrival, None)
         if not arrival.requests and not arrival.failures:
-            return web.Response(status=202, headers=response_headers)
+            return Plain(202, response_headers)
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
 
     async def _refuse_post(
         self, refusal: Refusal, preamble: Preamble, session: Session | None
-    ) -> web.StreamResponse:
+    ) -> Plain:
         """An HTTP+SSE client reads every answer on its stream, JSON-RPC errors too (it
         never reads a POST's body); an HTTP status of its own stays the POST's."""
         status = refusal.adapter.http_status(refusal.failure)
         if preamble.transport == "sse" and session is not None and status == 200:
             if refusal.id is not None:
                 await self.pipeline.deliver(session, refusal.message())
-            return web.Response(status=202, text="Accepted")
+            return _ACCEPTED
         return self._refuse(refusal)
 
-    async def _admit(self, request: web.Request, headers: dict[str, str]) -> Admission:
+    async def _admit(self, request: RequestView) -> Admission:
         """The route's credential check (OAuth), before anything else is done."""
         if self.route.auth is None:
             return Admission()
         return await self.route.auth.admit(request)
 
-    def _vet_failure(self, request: web.Request) -> Callable[[Failure], Failure] | None:
+    def _vet_failure(self, request: RequestView) -> Callable[[Failure], Failure] | None:
         """An upstream 401/403 reaches the client as such, its challenge kept."""
         auth = self.route.auth
         if auth is None:
@@ -281,39 +289,32 @@ class Endpoint:
         refused = self.route.guard.check(headers)
         if refused is not None:
             return self._failure(reporter, refused)
-        admitted = await self._admit(request, headers)
+        admitted = await self._admit(request)
         if admitted.failure is not None:
             return self._failure(reporter, admitted.failure)
         principal = admitted.principal or self.route.principals.of(headers)
         return self.route.sessions.get(headers.get("mcp-session-id"), principal), principal
 
-    async def _read(self, request: web.Request, preamble: Preamble) -> Refusal | None:
+    async def _read(self, request: PostRequest, preamble: Preamble) -> Refusal | None:
         """The body into ``preamble``, within the route's size limit (the caller
         checked its Host and Origin)."""
         limit = self.route.max_body
         if request.content_length is not None and request.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        if request.content.is_eof():
-            # All of it has arrived (the usual small body): reading cannot wait, so it
-            # needs no timer.
-            raw = await _read_body(request, limit + 1)
-        else:
-            try:
-                async with asyncio.timeout(self.route.body_timeout):
-                    raw = await _read_body(request, limit + 1)
-            except TimeoutError:
-                failure = Failure(
-                    FailureKind.INVALID_REQUEST,
-                    f"the request body did not arrive within {self.route.body_timeout:g}s",
-                )
-                return self.pipeline.refusal(preamble, failure)
+        raw = await request.body(limit + 1, self.route.body_timeout)
+        if raw is None:
+            failure = Failure(
+                FailureKind.INVALID_REQUEST,
+                f"the request body did not arrive within {self.route.body_timeout:g}s",
+            )
+            return self.pipeline.refusal(preamble, failure)
         if len(raw) > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
         return self.pipeline.parse(preamble, raw)
 
     async def _answer(
-        self, request: web.Request, arrival: Arrival, headers: dict[str, str]
-    ) -> web.StreamResponse:
+        self, request: PostRequest, arrival: Arrival, headers: dict[str, str]
+    ) -> Plain | Sink:
         """Streamable HTTP: the answers in the response, as JSON or as an SSE stream."""
         adapter, failures, requests = arrival.adapter, arrival.failures, arrival.requests
         log = self._log_of(arrival.session)
@@ -337,7 +338,7 @@ class Endpoint:
         finally:
             responder.disarm()
 
-    async def _answer_on_stream(self, arrival: Arrival) -> web.StreamResponse:
+    async def _answer_on_stream(self, arrival: Arrival) -> Plain:
         """HTTP+SSE: the answers travel on the session's stream."""
         session = arrival.session
         assert session is not None
@@ -346,7 +347,7 @@ class Endpoint:
             await self.pipeline.deliver(session, message)
         for call in arrival.requests:
             self.pipeline.spawn(self._run_on_stream(arrival, call, session))
-        return web.Response(status=202, text="Accepted")
+        return _ACCEPTED
 
     async def _run_on_stream(self, arrival: Arrival, call: Call, session: Session) -> None:
         reply = await self.pipeline.run(arrival, call, None)
@@ -535,17 +536,72 @@ class Endpoint:
         return {task for task in self.pipeline.tasks if not task.done()}
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    """The body, up to ``limit`` bytes (one `read(n)` returns only what has arrived)."""
-    content = request.content
-    chunk = await content.read(limit)
-    if content.at_eof():
-        return chunk  # all of it in one piece (the usual small body): no copies
-    buf = bytearray(chunk)
-    while chunk and len(buf) < limit:
-        chunk = await content.read(limit - len(buf))
-        buf += chunk
-    return bytes(buf)
+class AioPost:
+    """An aiohttp request as the endpoint reads a POST."""
+
+    __slots__ = ("lowered", "request")
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.lowered = {k.lower(): v for k, v in request.headers.items()}
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.request.headers
+
+    @property
+    def scheme(self) -> str:
+        return self.request.scheme
+
+    @property
+    def host(self) -> str:
+        return self.request.host
+
+    @property
+    def remote(self) -> str | None:
+        return self.request.remote
+
+    @property
+    def content_length(self) -> int | None:
+        return self.request.content_length
+
+    def query(self, name: str) -> str | None:
+        return self.request.query.get(name)
+
+    async def body(self, limit: int, within: float) -> bytes | None:
+        if self.request.content.is_eof():
+            # All of it has arrived (the usual small body): reading cannot wait, so it
+            # needs no timer.
+            return await self._read(limit)
+        try:
+            async with asyncio.timeout(within):
+                return await self._read(limit)
+        except TimeoutError:
+            return None
+
+    async def _read(self, limit: int) -> bytes:
+        """The body, up to ``limit`` bytes (one `read(n)` returns only what has arrived)."""
+        content = self.request.content
+        chunk = await content.read(limit)
+        if content.at_eof():
+            return chunk  # all of it in one piece (the usual small body): no copies
+        buf = bytearray(chunk)
+        while chunk and len(buf) < limit:
+            chunk = await content.read(limit - len(buf))
+            buf += chunk
+        return bytes(buf)
+
+    async def open_stream(self, headers: dict[str, str]) -> Sink:
+        stream = _AnswerStream(status=200, headers=headers)
+        await stream.prepare(self.request)
+        return stream
+
+
+def to_web(answer: Plain) -> web.Response:
+    headers = answer.headers
+    if answer.content_type is not None:
+        headers = {**headers, "Content-Type": answer.content_type}
+    return web.Response(body=answer.body, status=answer.status, headers=headers)
 
 
 def _vet(adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
