@@ -13,11 +13,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import orjson
 import structlog
 from aiohttp import web
 
@@ -36,7 +37,9 @@ from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace
 from gateway.protocol import AdapterSet
 from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings, SettingsError
 from gateway.transport.guard import OriginGuard
-from gateway.transport.http import Endpoint
+from gateway.transport.http import Endpoint, to_web
+from gateway.transport.lane import Lane, LaneHooks
+from gateway.transport.post import Plain
 from gateway.transport.route import Route
 from gateway.transport.sessions import SessionStore
 from gateway.upstream.link import UpstreamLink
@@ -180,6 +183,7 @@ class Gateway:
         limits: Limits | None = None,
         cluster: ClusterOptions | None = None,
         reuse_port: bool = False,
+        lean_lane: bool = True,
     ) -> None:
         self.specs = routes
         self.limits = limits or Limits()
@@ -211,6 +215,11 @@ class Gateway:
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
         self.reuse_port = reuse_port
+        # The usual POST served off the socket (gateway/transport/lane.py); not with a
+        # cluster, whose middleware relays requests another replica owns.
+        self.lean_lane = lean_lane
+        self.lane: Lane | None = None
+        self._listener: asyncio.Server | None = None
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
         )
@@ -231,6 +240,7 @@ class Gateway:
             limits=Limits.from_settings(settings),
             cluster=cluster_options(settings),
             reuse_port=settings.reuse_port,
+            lean_lane=settings.lean_lane,
         )
 
     def in_flight(self) -> int:
@@ -397,36 +407,41 @@ class Gateway:
         """A request id (the client's X-Request-Id when sane) and trace ids on every log
         line of the request; POSTs counted as in flight for the drain; then the budget
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
-        frame more on every request."""
-        given = request.headers.get(REQUEST_ID_HEADER, "")
-        if given and _SANE_REQUEST_ID.match(given):
-            request_id = given
-        else:
-            # Unique, not secret (it only correlates log lines): no uuid4 per request.
-            request_id = f"{self._request_id_prefix}{next(self._request_numbers):016x}"
+        frame more on every request.  The lean lane does the same (:meth:`_lane_hooks`)."""
+        request_id, tokens = self._request_context(request.headers)
         request["request_id"] = request_id
-        context = {"request_id": request_id}
-        traceparent = request.headers.get("traceparent")
-        if traceparent:
-            context.update(trace_ids(traceparent))
         task = asyncio.current_task()
         tracked = request.method == "POST" and task is not None
         if tracked:
             assert task is not None
             self._requests.add(task)
-        # Bound and reset by token: bound_contextvars() would also copy the whole
-        # context on every request to save what it overrides.
-        tokens = structlog.contextvars.bind_contextvars(**context)
         try:
             refused = self._over_budget(request)
             if refused is not None:
                 return refused
             return await handler(request)
         finally:
+            # Reset by token: bound_contextvars() would also copy the whole context on
+            # every request to save what it overrides.
             structlog.contextvars.reset_contextvars(**tokens)
             if tracked:
                 assert task is not None
                 self._requests.discard(task)
+
+    def _request_context(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
+        """The request's id, bound with its trace ids to the log context (the tokens
+        reset it)."""
+        given = headers.get("x-request-id", "")
+        if given and _SANE_REQUEST_ID.match(given):
+            request_id = given
+        else:
+            # Unique, not secret (it only correlates log lines): no uuid4 per request.
+            request_id = f"{self._request_id_prefix}{next(self._request_numbers):016x}"
+        context = {"request_id": request_id}
+        traceparent = headers.get("traceparent")
+        if traceparent:
+            context.update(trace_ids(traceparent))
+        return request_id, structlog.contextvars.bind_contextvars(**context)
 
     def _over_budget(self, request: web.Request) -> web.StreamResponse | None:
         """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
@@ -436,6 +451,11 @@ class Gateway:
             if refused is not None:
                 return web.json_response({"error": refused.message}, status=403)
             return None
+        overloaded = self._overloaded()
+        return to_web(overloaded) if overloaded is not None else None
+
+    def _overloaded(self) -> Plain | None:
+        """503 while the process is short of descriptors (logged now and then)."""
         if not self.descriptors.exhausted():
             return None
         now = time.monotonic()
@@ -448,11 +468,19 @@ class Gateway:
             )
         failure = Failure(FailureKind.OVERLOADED, "the gateway is overloaded; try again later")
         adapter = self.adapters.default_legacy
-        return web.json_response(
-            adapter.encode_failure(None, failure),
-            status=adapter.http_status(failure),
-            headers={"Retry-After": "1"},
+        return Plain(
+            adapter.http_status(failure),
+            {"Retry-After": "1"},
+            orjson.dumps(adapter.encode_failure(None, failure)),
+            "application/json",
         )
+
+    def _lane_hooks(self) -> LaneHooks:
+        def context(headers: Mapping[str, str]) -> str:
+            # The lane answers each request in a task of its own: nothing to reset.
+            return self._request_context(headers)[0]
+
+        return LaneHooks(context=context, overloaded=self._overloaded, requests=self._requests)
 
     # -------------------------------------------------------------- endpoints
 
@@ -496,12 +524,17 @@ class Gateway:
             keepalive_timeout=self.limits.header_timeout,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self.reuse_port or None)
-        await site.start()
-        for address in self._runner.addresses:
-            if isinstance(address, tuple):
-                self.port = int(address[1])
-                break
+        if self.lean_lane and self.cluster is None:
+            await self._listen_lean()
+        else:
+            site = web.TCPSite(
+                self._runner, self.host, self.port, reuse_port=self.reuse_port or None
+            )
+            await site.start()
+            for address in self._runner.addresses:
+                if isinstance(address, tuple):
+                    self.port = int(address[1])
+                    break
         if self.cluster is not None and self.cluster_options is not None:
             url = await self.cluster_options.internal_url(self._runner, self.host, self.port)
             await self.cluster.start(url)
@@ -509,6 +542,19 @@ class Gateway:
             "gateway listening", host=self.host, port=self.port, routes=[s.path for s in self.specs]
         )
         return self.port
+
+    async def _listen_lean(self) -> None:
+        """The listening socket, its connections carried by the lean lane, which hands
+        to aiohttp's server every request it does not carry."""
+        assert self._runner is not None and self._runner.server is not None
+        endpoints = {endpoint.route.path: endpoint for endpoint in self.endpoints}
+        self.lane = Lane(
+            self._runner.server, endpoints, self._lane_hooks(), self.limits.header_timeout
+        )
+        self._listener = await asyncio.get_running_loop().create_server(
+            self.lane, self.host, self.port, backlog=128, reuse_port=self.reuse_port or None
+        )
+        self.port = int(self._listener.sockets[0].getsockname()[1])
 
     async def drain(self, deadline_s: float) -> int:
         """Stop accepting, then wait (up to ``deadline_s`` seconds) for the calls in flight.
@@ -519,6 +565,10 @@ class Gateway:
                 await site.stop()
             if self._runner.server is not None:
                 self._runner.server.pre_shutdown()  # keep-alive connections end after this request
+        if self._listener is not None:
+            self._listener.close()
+        if self.lane is not None:
+            self.lane.pre_shutdown()
         for endpoint in self.endpoints:
             # A listen lasts as long as its client: it would hold the drain to the deadline.
             endpoint.pipeline.end_listens()
@@ -568,6 +618,8 @@ class Gateway:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.lane is not None:
+            self.lane.close_all()
         for endpoint in self.endpoints:
             await endpoint.route.backend.link.close()
         for session in self._route_http:

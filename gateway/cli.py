@@ -141,6 +141,15 @@ LoopOption = Annotated[
     ),
 ]
 
+LeanLaneOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--lean-lane/--no-lean-lane",
+        help="Serve the usual Streamable HTTP POST with the gateway's lean HTTP/1.1 lane "
+        "(everything else goes to aiohttp's server).  [default: on; off with --cluster]",
+    ),
+]
+
 MaxBatchOption = Annotated[
     int | None,
     typer.Option(
@@ -202,6 +211,7 @@ def serve(
     log_format: LogFormatOption = None,
     drain_timeout: DrainTimeoutOption = None,
     loop: LoopOption = None,
+    lean_lane: LeanLaneOption = None,
     max_batch: MaxBatchOption = None,
     trust_forwarded: TrustForwardedOption = None,
     cluster: ClusterOption = None,
@@ -213,8 +223,8 @@ def serve(
 
     Every option can also be set as an environment variable (GATEWAY_LISTEN,
     GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
-    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_MAX_BATCH,
-    GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG, and the
+    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_LEAN_LANE,
+    GATEWAY_MAX_BATCH, GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG, and the
     quotas and timeouts of config/gateway.example.toml) or in the config file; flags win over
     the environment, which wins over the file.
     """
@@ -226,6 +236,7 @@ def serve(
         "log_format": _choice("--log-format", log_format, LOG_FORMATS),
         "drain_timeout": drain_timeout,
         "event_loop": _choice("--loop", loop, EVENT_LOOPS),
+        "lean_lane": lean_lane,
         "max_batch": max_batch,
         "trust_forwarded": trust_forwarded or None,
         "cluster": cluster,

@@ -337,6 +337,9 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=256)
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
+    # The usual Streamable HTTP POST served by the gateway's lean HTTP/1.1 lane instead
+    # of aiohttp's server (every other request still goes to aiohttp); off with a cluster.
+    lean_lane: bool = True
 
     @field_validator("cluster")
     @classmethod

@@ -1,0 +1,515 @@
+"""The lean lane: the usual Streamable HTTP POST served straight off the socket.
+
+aiohttp's server costs about 80 us of CPU per request on the bench machine; parsed
+by httptools and answered with one write, the same POST costs about 25 us
+(bench/README.md).  The lane carries only what it does exactly as aiohttp would:
+an HTTP/1.1 keep-alive POST to a route's own path (no query), framed by
+Content-Length within the route's body limit, with a Host header.  Any other
+request -- a GET stream, a DELETE, a chunked or oversized body, an ``Expect`` or
+``Upgrade`` header, the ops endpoints, bytes that do not parse -- hands the
+connection to aiohttp for good, with every byte of that request, so that aiohttp
+parses and answers it as if it had held the connection from the start.
+
+Requests are answered one at a time, in order: bytes of a pipelined request wait
+(bounded; reading pauses past it) until the answer before it has gone out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import http
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httptools
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict
+
+from gateway.transport.http import Endpoint
+from gateway.transport.post import Plain, Sink
+
+log = structlog.get_logger(__name__)
+
+# Bytes buffered while an answer is being made (a pipelined request) before reading
+# pauses; and the most a request's head may take before aiohttp is given it (its
+# parser then refuses what is too large, with its own limits).
+BUFFER_LIMIT = 256 * 1024
+HEAD_LIMIT = 32 * 1024
+FIELD_LIMIT = 8190  # aiohttp's max_field_size / max_line_size
+MAX_FIELDS = 100
+_CHUNKED = b"Transfer-Encoding: chunked\r\n"
+_LAST_CHUNK = b"0\r\n\r\n"
+_INTERNAL_ERROR = Plain(500, {}, b"Internal Server Error", "text/plain; charset=utf-8")
+
+
+@dataclass
+class LaneHooks:
+    """What the lane asks of the gateway around each request (aiohttp's middleware
+    does the same for the requests it carries)."""
+
+    # Binds the request's log context; returns its request id.
+    context: Callable[[Mapping[str, str]], str]
+    # A refusal before any work (the process short of descriptors), or None.
+    overloaded: Callable[[], Plain | None]
+    # The requests in flight, which a drain waits for.
+    requests: set[asyncio.Task[Any]]
+
+
+class Lane:
+    """The lane's side of one listening socket: its connections, the routes it
+    carries, and aiohttp's server, which takes over whatever it does not carry."""
+
+    def __init__(
+        self,
+        server: web.Server,
+        endpoints: Mapping[str, Endpoint],
+        hooks: LaneHooks,
+        idle_timeout: float,
+    ) -> None:
+        self.server = server
+        self.endpoints = {path.encode(): endpoint for path, endpoint in endpoints.items()}
+        self.hooks = hooks
+        self.idle_timeout = idle_timeout
+        self.connections: set[LaneConnection] = set()
+        self.closing = False
+        self.handoffs = 0  # connections given to aiohttp
+
+    def __call__(self) -> LaneConnection:
+        return LaneConnection(self)
+
+    def pre_shutdown(self) -> None:
+        """No new requests: idle connections close now, busy ones after their answer."""
+        self.closing = True
+        for connection in list(self.connections):
+            connection.close_when_idle()
+
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            connection.abort()
+
+
+class _Stop(Exception):
+    """Parsing stops here: a handoff, or a pipelined request that must wait."""
+
+
+class LaneConnection(asyncio.Protocol):
+    """One client connection while the lane carries it."""
+
+    def __init__(self, lane: Lane) -> None:
+        self.lane = lane
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
+        self.raw = bytearray()  # every byte since the current request began
+        self.remote: str | None = None
+        self.task: asyncio.Task[None] | None = None  # the request being answered
+        self.close_after = False
+        self.lost = False
+        self._reset()
+        self._timer: asyncio.TimerHandle | None = None
+        self._read_paused = False
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._stopped_to_hand_over = False
+
+    def _reset(self) -> None:
+        self.url = b""
+        self.fields: list[tuple[str, str]] = []
+        self.lowered: dict[str, str] = {}
+        self.lengths = 0  # Content-Length fields seen
+        self.field_too_large = False
+        self.body: list[bytes] = []
+        self.head_end = 0
+        self.length = 0
+        self.endpoint: Endpoint | None = None
+
+    # ------------------------------------------------------------ the socket
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self.transport = cast(asyncio.Transport, transport)
+        peer = self.transport.get_extra_info("peername")
+        self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
+        self.lane.connections.add(self)
+        self._arm(self.lane.idle_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.lane.connections.discard(self)
+        self._disarm()
+        if self.task is not None:
+            self.task.cancel()  # the client is gone: so is its call (as aiohttp does)
+        self._wake(ConnectionResetError("the client closed the connection"))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake(None)
+
+    def _wake(self, exc: Exception | None) -> None:
+        waiter, self._drained = self._drained, None
+        if waiter is not None and not waiter.done():
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(exc)
+
+    async def drain(self) -> None:
+        if self.lost:
+            raise ConnectionResetError("the client closed the connection")
+        if self._write_paused:
+            self._drained = self.loop.create_future()
+            await self._drained
+
+    def send(self, data: bytes) -> None:
+        if self.lost or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        self.raw += data
+        if self.task is not None or self.parser is None:
+            # An answer is being made: a pipelined request waits its turn.
+            if len(self.raw) > BUFFER_LIMIT and not self._read_paused:
+                self._pause_reading()
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        parser = self.parser
+        assert parser is not None
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            self.parser = None  # stopped by a callback: what next is decided there
+            if self._stopped_to_hand_over:
+                self._hand_over()
+            return
+        except httptools.HttpParserError:
+            # Bytes that do not parse (or an upgrade): aiohttp answers them its way.
+            self._hand_over()
+            return
+        if self.endpoint is None and self.task is None and len(self.raw) > HEAD_LIMIT:
+            self._hand_over()  # a head too large: aiohttp refuses it with its limits
+
+    def _pause_reading(self) -> None:
+        assert self.transport is not None
+        self._read_paused = True
+        self.transport.pause_reading()
+
+    # ------------------------------------------------------ parser callbacks
+
+    def on_message_begin(self) -> None:
+        if self.task is not None:
+            raise _Stop  # pipelined: parsed again once the answer before it is out
+        self._reset()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) > FIELD_LIMIT or len(value) > FIELD_LIMIT:
+            self.field_too_large = True
+        key = name.decode("latin-1")
+        text = value.decode("utf-8", "surrogateescape")
+        self.fields.append((key, text))
+        lower = key.lower()
+        self.lowered[lower] = text
+        if lower == "content-length":
+            self.lengths += 1
+
+    def on_headers_complete(self) -> None:
+        endpoint = self._carried()
+        head_end = _head_end(self.raw)
+        if endpoint is None or head_end < 0:
+            self._stopped_to_hand_over = True
+            raise _Stop
+        self.endpoint = endpoint
+        self.head_end = head_end
+        self.length = int(self.lowered["content-length"])
+        self._arm(endpoint.route.body_timeout, self._body_late)
+
+    def _carried(self) -> Endpoint | None:
+        """The route whose endpoint answers this request here; None: aiohttp does."""
+        parser = self.parser
+        assert parser is not None
+        if (
+            self.lane.closing
+            or parser.get_method() != b"POST"
+            or parser.get_http_version() != "1.1"
+            or not parser.should_keep_alive()
+            or self.field_too_large
+            or len(self.fields) > MAX_FIELDS
+        ):
+            return None
+        endpoint = self.lane.endpoints.get(self.url)
+        headers = self.lowered
+        if endpoint is None or "host" not in headers or self.lengths != 1:
+            return None
+        if "transfer-encoding" in headers or "expect" in headers or "upgrade" in headers:
+            return None
+        length = headers["content-length"].strip()
+        if not length.isdigit() or not length.isascii() or int(length) > endpoint.route.max_body:
+            return None
+        return endpoint
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None
+        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        end = self.head_end + self.length
+        if self.raw[self.head_end : end] != body:
+            # The framing is not what this lane measured: answer, then end the connection.
+            self.close_after = True
+        del self.raw[:end]
+        self._dispatch(endpoint, body)
+
+    # -------------------------------------------------------------- answering
+
+    def _dispatch(self, endpoint: Endpoint, body: bytes | None) -> None:
+        self._disarm()
+        self.endpoint = None
+        request = LeanPost(self, self.fields, self.lowered, body)
+        self.task = self.loop.create_task(self._answer(endpoint, request))
+
+    def _body_late(self) -> None:
+        """The body did not arrive in time: answered so (the endpoint's words), and
+        the connection ends after it (the rest of the body would follow)."""
+        self._timer = None
+        if self.task is None and self.endpoint is not None and not self.lost:
+            self.parser = None
+            self.close_after = True
+            self._dispatch(self.endpoint, None)
+
+    async def _answer(self, endpoint: Endpoint, request: LeanPost) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        requests = self.lane.hooks.requests
+        requests.add(task)
+        try:
+            request.request_id = self.lane.hooks.context(request.lowered)
+            answer = self.lane.hooks.overloaded() or await endpoint.answer_post(request)
+            if isinstance(answer, Plain):
+                self.send(request.whole(answer))
+            else:
+                await answer.write_eof()  # a stream the endpoint left open ends here
+        except (ConnectionError, asyncio.CancelledError):
+            self.close_after = True
+        except Exception:
+            log.exception("error handling a request")
+            self.close_after = True
+            if not request.started and not self.lost:
+                self.send(request.whole(_INTERNAL_ERROR))
+        finally:
+            requests.discard(task)
+            self.task = None
+            if not self.lost:
+                self._next()
+
+    def _next(self) -> None:
+        """After an answer: end the connection, or wait for (or parse) the next request."""
+        assert self.transport is not None
+        if self.close_after or self.lane.closing:
+            self.transport.close()
+            return
+        if self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()
+        self._arm(self.lane.idle_timeout)
+        if self.parser is None:
+            self.parser = httptools.HttpRequestParser(self)
+        if self.raw:
+            # A pipelined request (read while answering): its bytes, from its start.
+            self._feed(bytes(self.raw))
+
+    # --------------------------------------------------------------- handoff
+
+    def _hand_over(self) -> None:
+        """aiohttp takes the connection: every byte of the current request and after."""
+        transport = self.transport
+        assert transport is not None and self.task is None
+        self._disarm()
+        self.lane.connections.discard(self)
+        self.lane.handoffs += 1
+        handler = self.lane.server()
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        if self._write_paused:
+            handler.pause_writing()
+        if self._read_paused:
+            self._read_paused = False
+            transport.resume_reading()
+        raw, self.raw = bytes(self.raw), bytearray()
+        if raw:
+            handler.data_received(raw)
+
+    # ---------------------------------------------------------------- timers
+
+    def _arm(self, delay: float, callback: Callable[[], None] | None = None) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(delay, callback or self._idle)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _idle(self) -> None:
+        """Idle (or a head too slow) for the keep-alive timeout: closed, as aiohttp does."""
+        self._timer = None
+        if self.task is None and self.transport is not None:
+            self.transport.close()
+
+    def close_when_idle(self) -> None:
+        if self.task is None and self.transport is not None:
+            self.transport.close()
+        else:
+            self.close_after = True
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class LeanPost:
+    """A POST the lane carries, as the endpoint reads it."""
+
+    __slots__ = ("_body", "_fields", "connection", "lowered", "request_id", "started")
+
+    def __init__(
+        self,
+        connection: LaneConnection,
+        fields: list[tuple[str, str]],
+        lowered: dict[str, str],
+        body: bytes | None,
+    ) -> None:
+        self.connection = connection
+        self._fields = fields
+        self.lowered = lowered
+        self._body = body
+        self.request_id = ""
+        self.started = False  # the answer's head has been sent
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return CIMultiDict(self._fields)
+
+    @property
+    def scheme(self) -> str:
+        return "http"
+
+    @property
+    def host(self) -> str:
+        return self.lowered.get("host", "")
+
+    @property
+    def remote(self) -> str | None:
+        return self.connection.remote
+
+    @property
+    def content_length(self) -> int | None:
+        return int(self.lowered["content-length"])
+
+    def query(self, name: str) -> str | None:
+        return None  # the lane carries no URL with a query
+
+    async def body(self, limit: int, within: float) -> bytes | None:
+        body = self._body
+        return body[:limit] if body is not None else None
+
+    async def open_stream(self, headers: dict[str, str]) -> Sink:
+        return LeanStream(self, self.head(200, headers, None, None))
+
+    def whole(self, answer: Plain) -> bytes:
+        return self.head(answer.status, answer.headers, answer.content_type, answer.body)
+
+    def head(
+        self, status: int, headers: Mapping[str, str], content_type: str | None, body: bytes | None
+    ) -> bytes:
+        """The status line and headers (and ``body``: Content-Length framing; None:
+        chunked).  A CR or LF in a header is refused (ValueError), as aiohttp does."""
+        lines = [f"HTTP/1.1 {status} {_reason(status)}"]
+        if content_type is not None:
+            lines.append(f"Content-Type: {content_type}")
+        lines.extend(f"{name}: {value}" for name, value in headers.items())
+        lines.append(f"Date: {_date()}")
+        if "X-Request-Id" not in headers and self.request_id:
+            lines.append(f"X-Request-Id: {self.request_id}")
+        if self.connection.close_after or self.connection.lane.closing:
+            lines.append("Connection: close")
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        text = "\r\n".join(lines)
+        if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
+            raise ValueError("a newline or carriage return in a response header")
+        self.started = True
+        head = text.encode() + b"\r\n" + (b"\r\n" if body is not None else _CHUNKED + b"\r\n")
+        return head + body if body else head
+
+
+class LeanStream:
+    """A chunked (SSE) answer: its head goes out with its first write."""
+
+    __slots__ = ("_head", "done", "request")
+
+    def __init__(self, request: LeanPost, head: bytes) -> None:
+        self.request = request
+        self._head = head
+        self.done = False
+
+    def _take_head(self) -> bytes:
+        head, self._head = self._head, b""
+        return head
+
+    async def write(self, data: bytes) -> None:
+        if self.done:
+            raise RuntimeError("write after the stream ended")
+        connection = self.request.connection
+        connection.send(self._take_head() + (_chunk(data) if data else b""))
+        await connection.drain()
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        if self.done:
+            return
+        self.done = True
+        connection = self.request.connection
+        connection.send(self._take_head() + (_chunk(data) if data else b"") + _LAST_CHUNK)
+        await connection.drain()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def _head_end(raw: bytearray) -> int:
+    """Where the request's head ends: after its first empty line (CRLF or bare LF
+    endings alike); -1 when there is none."""
+    ends = [i + 3 for i in (raw.find(b"\n\r\n"),) if i >= 0]
+    ends += [i + 2 for i in (raw.find(b"\n\n"),) if i >= 0]
+    return min(ends) if ends else -1
+
+
+_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
+_date_cache: tuple[int, str] = (0, "")
+
+
+def _reason(status: int) -> str:
+    return _REASONS.get(status, "")
+
+
+def _date() -> str:
+    """The Date header, formatted once a second."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, email.utils.formatdate(now, usegmt=True))
+    return _date_cache[1]
