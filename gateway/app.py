@@ -215,8 +215,7 @@ class Gateway:
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
         self.reuse_port = reuse_port
-        # The usual POST served off the socket (gateway/transport/lane.py); not with a
-        # cluster, whose middleware relays requests another replica owns.
+        # The usual POST served off the socket (gateway/transport/lane.py).
         self.lean_lane = lean_lane
         self.lane: Lane | None = None
         self._listener: asyncio.Server | None = None
@@ -524,7 +523,7 @@ class Gateway:
             keepalive_timeout=self.limits.header_timeout,
         )
         await self._runner.setup()
-        if self.lean_lane and self.cluster is None:
+        if self.lean_lane:
             await self._listen_lean()
         else:
             site = web.TCPSite(
@@ -549,7 +548,11 @@ class Gateway:
         assert self._runner is not None and self._runner.server is not None
         endpoints = {endpoint.route.path: endpoint for endpoint in self.endpoints}
         self.lane = Lane(
-            self._runner.server, endpoints, self._lane_hooks(), self.limits.header_timeout
+            self._runner.server,
+            endpoints,
+            self._lane_hooks(),
+            self.limits.header_timeout,
+            local=self.cluster.here if self.cluster is not None else None,
         )
         self._listener = await asyncio.get_running_loop().create_server(
             self.lane, self.host, self.port, backlog=128, reuse_port=self.reuse_port or None

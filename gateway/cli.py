@@ -146,7 +146,7 @@ LeanLaneOption = Annotated[
     typer.Option(
         "--lean-lane/--no-lean-lane",
         help="Serve the usual Streamable HTTP POST with the gateway's lean HTTP/1.1 lane "
-        "(everything else goes to aiohttp's server).  [default: on; off with --cluster]",
+        "(everything else goes to aiohttp's server).  [default: on]",
     ),
 ]
 

@@ -338,7 +338,7 @@ class Settings(BaseSettings):
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
     # The usual Streamable HTTP POST served by the gateway's lean HTTP/1.1 lane instead
-    # of aiohttp's server (every other request still goes to aiohttp); off with a cluster.
+    # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
 
     @field_validator("cluster")

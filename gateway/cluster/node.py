@@ -14,7 +14,7 @@ import contextlib
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +153,17 @@ class ClusterNode:
             if relayed is not None:
                 return relayed
         return await self._here(request, handler)
+
+    def here(self, path: str, headers: Mapping[str, str], body: bytes) -> bool:
+        """Whether a POST (``headers`` by lower-case name) is answered here with nothing
+        to verify or relay: what the middleware decides, for the lean lane."""
+        entry = self.routes.get(path)
+        if entry is None:
+            return True
+        if RELAY_HEADER.lower() in headers:
+            return False
+        owner = session_owner(headers.get("mcp-session-id")) or parked_owner(body, entry.sealer)
+        return owner == self.id if owner is not None else not self.draining
 
     async def _here(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         response: web.StreamResponse = await handler(request)

@@ -59,6 +59,10 @@ class LaneHooks:
     requests: set[asyncio.Task[Any]]
 
 
+# (route path, headers by lower-case name, body) -> answered here?
+Local = Callable[[str, Mapping[str, str], bytes], bool]
+
+
 class Lane:
     """The lane's side of one listening socket: its connections, the routes it
     carries, and aiohttp's server, which takes over whatever it does not carry."""
@@ -69,8 +73,12 @@ class Lane:
         endpoints: Mapping[str, Endpoint],
         hooks: LaneHooks,
         idle_timeout: float,
+        local: Local | None = None,
     ) -> None:
         self.server = server
+        # In a cluster: whether a POST is this replica's to answer (else aiohttp's
+        # cluster middleware relays it to its owner).
+        self.local = local
         self.endpoints = {path.encode(): endpoint for path, endpoint in endpoints.items()}
         self.hooks = hooks
         self.idle_timeout = idle_timeout
@@ -114,7 +122,6 @@ class LaneConnection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
-        self._stopped_to_hand_over = False
 
     def _reset(self) -> None:
         self.url = b""
@@ -186,14 +193,13 @@ class LaneConnection(asyncio.Protocol):
         assert parser is not None
         try:
             parser.feed_data(data)
-        except httptools.HttpParserCallbackError:
-            self.parser = None  # stopped by a callback: what next is decided there
-            if self._stopped_to_hand_over:
-                self._hand_over()
-            return
         except httptools.HttpParserError:
-            # Bytes that do not parse (or an upgrade): aiohttp answers them its way.
-            self._hand_over()
+            # A callback stopped it (a request the lane does not carry; or, while an
+            # answer is being made, a pipelined one), or bytes that do not parse: aiohttp
+            # takes over, once any answer before them (same read) is out.
+            self.parser = None
+            if self.task is None:
+                self._hand_over()
             return
         if self.endpoint is None and self.task is None and len(self.raw) > HEAD_LIMIT:
             self._hand_over()  # a head too large: aiohttp refuses it with its limits
@@ -217,7 +223,9 @@ class LaneConnection(asyncio.Protocol):
         if len(name) > FIELD_LIMIT or len(value) > FIELD_LIMIT:
             self.field_too_large = True
         key = name.decode("latin-1")
-        text = value.decode("utf-8", "surrogateescape")
+        # Optional whitespace around a value is not part of it (RFC 9110 5.5), and
+        # aiohttp's parser strips it too.
+        text = value.decode("utf-8", "surrogateescape").strip(" \t")
         self.fields.append((key, text))
         lower = key.lower()
         self.lowered[lower] = text
@@ -228,7 +236,6 @@ class LaneConnection(asyncio.Protocol):
         endpoint = self._carried()
         head_end = _head_end(self.raw)
         if endpoint is None or head_end < 0:
-            self._stopped_to_hand_over = True
             raise _Stop
         self.endpoint = endpoint
         self.head_end = head_end
@@ -266,6 +273,9 @@ class LaneConnection(asyncio.Protocol):
         endpoint = self.endpoint
         assert endpoint is not None
         body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        local = self.lane.local
+        if local is not None and not local(endpoint.route.path, self.lowered, body):
+            raise _Stop  # another replica's: aiohttp's cluster middleware relays it
         end = self.head_end + self.length
         if self.raw[self.head_end : end] != body:
             # The framing is not what this lane measured: answer, then end the connection.

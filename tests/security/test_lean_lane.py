@@ -137,6 +137,17 @@ async def test_pipelined_requests_are_answered_in_order_across_the_handoff(
             assert third.echoed() == "hi 3"
 
 
+async def test_garbage_after_a_pipelined_post_is_aiohttps_after_the_answer(
+    tmp_path: Path, upstream: str
+) -> None:
+    with gateway(tmp_path, upstream) as gw:
+        async with _connection(gw.base) as (reader, writer):
+            writer.write(_echo_post(1) + b"NOT HTTP AT ALL\r\n\r\n")
+            first, second = await _answer(reader), await _answer(reader)
+            assert first.echoed() == "hi 1" and not first.by_aiohttp
+            assert second.status == 400 and second.by_aiohttp
+
+
 async def test_a_request_the_lane_does_not_carry_goes_to_aiohttp_whole(
     tmp_path: Path, upstream: str
 ) -> None:
