@@ -47,6 +47,7 @@ class DescriptorBudget:
         self.reserve = reserve
         self.interval = interval
         self._open = 0
+        self._limit = self.limit()
         self._at = float("-inf")
 
     @staticmethod
@@ -57,6 +58,7 @@ class DescriptorBudget:
     def open_count(self) -> int:
         now = time.monotonic()
         if now - self._at >= self.interval:
+            self._limit = self.limit()  # sampled with the count: a syscall each
             try:
                 self._open = len(os.listdir("/proc/self/fd"))
             except OSError as exc:
@@ -66,4 +68,4 @@ class DescriptorBudget:
         return self._open
 
     def exhausted(self) -> bool:
-        return self.reserve > 0 and self.open_count() >= self.limit() - self.reserve
+        return self.reserve > 0 and self.open_count() >= self._limit - self.reserve

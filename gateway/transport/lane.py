@@ -19,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import http
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import httptools
 import structlog
 from aiohttp import web
-from multidict import CIMultiDict
 
 from gateway.transport.http import Endpoint
 from gateway.transport.post import Plain, Sink
@@ -43,6 +43,10 @@ FIELD_LIMIT = 8190  # aiohttp's max_field_size / max_line_size
 MAX_FIELDS = 100
 _CHUNKED = b"Transfer-Encoding: chunked\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
+_OWS = (" ", "\t")
+# Header names seen, decoded once: (as sent, lower-case).  Bounded: names are few.
+_NAMES: dict[bytes, tuple[str, str]] = {}
+NAMES_KEPT = 512
 _INTERNAL_ERROR = Plain(500, {}, b"Internal Server Error", "text/plain; charset=utf-8")
 
 
@@ -118,14 +122,18 @@ class LaneConnection(asyncio.Protocol):
         self.close_after = False
         self.lost = False
         self._reset()
-        self._timer: asyncio.TimerHandle | None = None
+        # Idle (or a head too slow) past the deadline: closed.  One timer that, when it
+        # fires early, waits again for the deadline, so an answer only moves the deadline.
+        self._deadline = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
         self._read_paused = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
 
     def _reset(self) -> None:
         self.url = b""
-        self.fields: list[tuple[str, str]] = []
+        self.field_count = 0
         self.lowered: dict[str, str] = {}
         self.lengths = 0  # Content-Length fields seen
         self.field_too_large = False
@@ -142,7 +150,8 @@ class LaneConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
         self.lane.connections.add(self)
-        self._arm(self.lane.idle_timeout)
+        self._deadline = self.loop.time() + self.lane.idle_timeout
+        self._idle_timer = self.loop.call_at(self._deadline, self._idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -222,12 +231,19 @@ class LaneConnection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) > FIELD_LIMIT or len(value) > FIELD_LIMIT:
             self.field_too_large = True
-        key = name.decode("latin-1")
-        # Optional whitespace around a value is not part of it (RFC 9110 5.5), and
-        # aiohttp's parser strips it too.
-        text = value.decode("utf-8", "surrogateescape").strip(" \t")
-        self.fields.append((key, text))
-        lower = key.lower()
+        names = _NAMES.get(name)
+        if names is None:
+            key = name.decode("latin-1")
+            names = (key, key.lower())
+            if len(_NAMES) < NAMES_KEPT and len(name) <= 64:
+                _NAMES[name] = names
+        key, lower = names
+        text = value.decode("utf-8", "surrogateescape")
+        if text[-1:] in _OWS or text[:1] in _OWS:
+            # Optional whitespace around a value is not part of it (RFC 9110 5.5), and
+            # aiohttp's parser strips it too.
+            text = text.strip(" \t")
+        self.field_count += 1
         self.lowered[lower] = text
         if lower == "content-length":
             self.lengths += 1
@@ -240,7 +256,9 @@ class LaneConnection(asyncio.Protocol):
         self.endpoint = endpoint
         self.head_end = head_end
         self.length = int(self.lowered["content-length"])
-        self._arm(endpoint.route.body_timeout, self._body_late)
+        self._deadline = math.inf  # no longer idle
+        if len(self.raw) < head_end + self.length:  # the body is still on its way
+            self._body_timer = self.loop.call_later(endpoint.route.body_timeout, self._body_late)
 
     def _carried(self) -> Endpoint | None:
         """The route whose endpoint answers this request here; None: aiohttp does."""
@@ -252,7 +270,7 @@ class LaneConnection(asyncio.Protocol):
             or parser.get_http_version() != "1.1"
             or not parser.should_keep_alive()
             or self.field_too_large
-            or len(self.fields) > MAX_FIELDS
+            or self.field_count > MAX_FIELDS
         ):
             return None
         endpoint = self.lane.endpoints.get(self.url)
@@ -286,15 +304,18 @@ class LaneConnection(asyncio.Protocol):
     # -------------------------------------------------------------- answering
 
     def _dispatch(self, endpoint: Endpoint, body: bytes | None) -> None:
-        self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._deadline = math.inf
         self.endpoint = None
-        request = LeanPost(self, self.fields, self.lowered, body)
+        request = LeanPost(self, self.lowered, body)
         self.task = self.loop.create_task(self._answer(endpoint, request))
 
     def _body_late(self) -> None:
         """The body did not arrive in time: answered so (the endpoint's words), and
         the connection ends after it (the rest of the body would follow)."""
-        self._timer = None
+        self._body_timer = None
         if self.task is None and self.endpoint is not None and not self.lost:
             self.parser = None
             self.close_after = True
@@ -334,7 +355,7 @@ class LaneConnection(asyncio.Protocol):
         if self._read_paused:
             self._read_paused = False
             self.transport.resume_reading()
-        self._arm(self.lane.idle_timeout)
+        self._deadline = self.loop.time() + self.lane.idle_timeout
         if self.parser is None:
             self.parser = httptools.HttpRequestParser(self)
         if self.raw:
@@ -364,20 +385,24 @@ class LaneConnection(asyncio.Protocol):
 
     # ---------------------------------------------------------------- timers
 
-    def _arm(self, delay: float, callback: Callable[[], None] | None = None) -> None:
-        self._disarm()
-        self._timer = self.loop.call_later(delay, callback or self._idle)
-
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._idle_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._idle_timer = self._body_timer = None
 
     def _idle(self) -> None:
-        """Idle (or a head too slow) for the keep-alive timeout: closed, as aiohttp does."""
-        self._timer = None
-        if self.task is None and self.transport is not None:
+        """Idle (or a head too slow) for the keep-alive timeout since the connection
+        opened or its last answer: closed, as aiohttp does."""
+        self._idle_timer = None
+        if self.lost or self.transport is None:
+            return
+        now = self.loop.time()
+        if self.task is None and now >= self._deadline:
             self.transport.close()
+            return
+        wake = self._deadline if self._deadline != math.inf else now + self.lane.idle_timeout
+        self._idle_timer = self.loop.call_at(wake, self._idle)
 
     def close_when_idle(self) -> None:
         if self.task is None and self.transport is not None:
@@ -393,17 +418,15 @@ class LaneConnection(asyncio.Protocol):
 class LeanPost:
     """A POST the lane carries, as the endpoint reads it."""
 
-    __slots__ = ("_body", "_fields", "connection", "lowered", "request_id", "started")
+    __slots__ = ("_body", "connection", "lowered", "request_id", "started")
 
     def __init__(
         self,
         connection: LaneConnection,
-        fields: list[tuple[str, str]],
         lowered: dict[str, str],
         body: bytes | None,
     ) -> None:
         self.connection = connection
-        self._fields = fields
         self.lowered = lowered
         self._body = body
         self.request_id = ""
@@ -411,7 +434,7 @@ class LeanPost:
 
     @property
     def headers(self) -> Mapping[str, str]:
-        return CIMultiDict(self._fields)
+        return _Caseless(self.lowered)
 
     @property
     def scheme(self) -> str:
@@ -464,6 +487,24 @@ class LeanPost:
         self.started = True
         head = text.encode() + b"\r\n" + (b"\r\n" if body is not None else _CHUNKED + b"\r\n")
         return head + body if body else head
+
+
+class _Caseless(Mapping[str, str]):
+    """Headers by any case of their name (one value each, as ``lowered`` keeps)."""
+
+    __slots__ = ("_lowered",)
+
+    def __init__(self, lowered: dict[str, str]) -> None:
+        self._lowered = lowered
+
+    def __getitem__(self, name: str) -> str:
+        return self._lowered[name.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lowered)
+
+    def __len__(self) -> int:
+        return len(self._lowered)
 
 
 class LeanStream:
