@@ -553,6 +553,7 @@ class Gateway:
             self._lane_hooks(),
             self.limits.header_timeout,
             local=self.cluster.here if self.cluster is not None else None,
+            write_timeout=self.limits.stream_idle_timeout,
         )
         self._listener = await asyncio.get_running_loop().create_server(
             self.lane, self.host, self.port, backlog=128, reuse_port=self.reuse_port or None

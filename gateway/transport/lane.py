@@ -78,6 +78,7 @@ class Lane:
         hooks: LaneHooks,
         idle_timeout: float,
         local: Local | None = None,
+        write_timeout: float = 300.0,
     ) -> None:
         self.server = server
         # In a cluster: whether a POST is this replica's to answer (else aiohttp's
@@ -86,6 +87,8 @@ class Lane:
         self.endpoints = {path.encode(): endpoint for path, endpoint in endpoints.items()}
         self.hooks = hooks
         self.idle_timeout = idle_timeout
+        # How long a client may read nothing of an answer it is behind on.
+        self.write_timeout = write_timeout
         self.connections: set[LaneConnection] = set()
         self.closing = False
         self.handoffs = 0  # connections given to aiohttp
@@ -177,11 +180,18 @@ class LaneConnection(asyncio.Protocol):
                 waiter.set_exception(exc)
 
     async def drain(self) -> None:
+        """Wait while the client is behind in reading; one that reads nothing for the
+        write timeout is cut off (the answer is lost to it anyway)."""
         if self.lost:
             raise ConnectionResetError("the client closed the connection")
         if self._write_paused:
             self._drained = self.loop.create_future()
-            await self._drained
+            try:
+                async with asyncio.timeout(self.lane.write_timeout):
+                    await self._drained
+            except TimeoutError:
+                self.abort()
+                raise ConnectionResetError("the client did not read its answer") from None
 
     def send(self, data: bytes) -> None:
         if self.lost or self.transport is None or self.transport.is_closing():
@@ -331,6 +341,8 @@ class LaneConnection(asyncio.Protocol):
             answer = self.lane.hooks.overloaded() or await endpoint.answer_post(request)
             if isinstance(answer, Plain):
                 self.send(request.whole(answer))
+                if self._write_paused:
+                    await self.drain()  # a client that pipelines without reading waits
             else:
                 await answer.write_eof()  # a stream the endpoint left open ends here
         except (ConnectionError, asyncio.CancelledError):
@@ -399,7 +411,10 @@ class LaneConnection(asyncio.Protocol):
             return
         now = self.loop.time()
         if self.task is None and now >= self._deadline:
-            self.transport.close()
+            if self.transport.get_write_buffer_size():
+                self.transport.abort()  # an answer it never read: close() would wait on it
+            else:
+                self.transport.close()
             return
         wake = self._deadline if self._deadline != math.inf else now + self.lane.idle_timeout
         self._idle_timer = self.loop.call_at(wake, self._idle)

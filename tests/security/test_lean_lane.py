@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,46 @@ def test_a_header_with_a_newline_is_refused() -> None:
         request.head(200, {"A": "b\r\nInjected: yes"}, None, b"")
     with pytest.raises(ValueError, match="newline"):
         request.head(200, {"A": "b\nInjected: yes"}, None, b"")
+
+
+def _pipeline_without_reading(port: int, raw: bytes, seconds: float) -> tuple[int, bool]:
+    """Send ``raw`` (many pipelined requests) on a socket that never reads, then read:
+    how many bytes came back, and whether the gateway ended the connection in time."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(seconds)
+        sock.connect(("127.0.0.1", port))
+        with contextlib.suppress(OSError):  # the gateway stops reading, then cuts us off
+            sock.sendall(raw)
+        received, ended = 0, False
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                ended = True
+                break
+            except TimeoutError:
+                break
+            if not chunk:
+                ended = True
+                break
+            received += len(chunk)
+        return received, ended
+
+
+async def test_a_client_that_pipelines_without_reading_is_cut_off(
+    tmp_path: Path, upstream: str
+) -> None:
+    """Answers are not piled up for a client that never reads them: the lane stops
+    reading its requests, and cuts it off once it has read nothing for the write
+    timeout (``stream_idle_timeout``); everyone else is still served."""
+    requests = b"".join(_echo_post(n) for n in range(5_000))
+    with gateway(tmp_path, upstream, settings={"stream_idle_timeout": 1.0}) as gw:
+        port = _port(gw.base)
+        received, ended = await asyncio.to_thread(_pipeline_without_reading, port, requests, 20)
+        assert ended, f"still connected after {received} bytes of answers"
+        assert received < 5_000 * 200  # not every answer was made and kept for it
+        async with _connection(gw.base) as (reader, writer):
+            writer.write(_echo_post(1))
+            assert (await _answer(reader)).echoed() == "hi 1"
