@@ -190,6 +190,11 @@ class LaneConnection(asyncio.Protocol):
                 async with asyncio.timeout(self.lane.write_timeout):
                     await self._drained
             except TimeoutError:
+                log.info(
+                    "client cut off: it read nothing for the write timeout",
+                    remote=self.remote,
+                    timeout=self.lane.write_timeout,
+                )
                 self.abort()
                 raise ConnectionResetError("the client did not read its answer") from None
 
