@@ -513,17 +513,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     def client_param_paths(self, tool: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
         """A tool's `x-mcp-header` parameters (argument path -> header name), or None
-        when an annotation breaks the rules: such a tool must not be offered."""
-        paths: dict[tuple[str, ...], str] = {}
-        seen: set[str] = set()
-        for path, prop in _annotations(tool.get("inputSchema") or {}):
-            name = prop.get("x-mcp-header")
-            if path is None or not path or not isinstance(name, str) or not _TOKEN.match(name):
-                return None
-            if name.lower() in seen or prop.get("type") not in ("string", "integer", "boolean"):
-                return None
-            seen.add(name.lower())
-            paths[path] = name
+        when an annotation breaks the rules: such a tool must not be offered.  Worked
+        out once per listed tool (every call of it asks again); read-only."""
+        hit = _PATHS.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        paths = _param_paths(tool)
+        if len(_PATHS) >= _PATHS_KEPT:
+            _PATHS.clear()
+        _PATHS[id(tool)] = (tool, paths)  # the tool is kept: its id stays its own
         return paths
 
     def client_param_headers(
@@ -575,6 +573,25 @@ def _listen_filter(interest: Interest) -> dict[str, Any]:
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SAFE_INTEGER = 2**53 - 1
+
+
+# Each listed tool's header parameters, by the tool's id (the tool kept with them).
+_PATHS: dict[int, tuple[dict[str, Any], dict[tuple[str, ...], str] | None]] = {}
+_PATHS_KEPT = 1024
+
+
+def _param_paths(tool: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
+    paths: dict[tuple[str, ...], str] = {}
+    seen: set[str] = set()
+    for path, prop in _annotations(tool.get("inputSchema") or {}):
+        name = prop.get("x-mcp-header")
+        if path is None or not path or not isinstance(name, str) or not _TOKEN.match(name):
+            return None
+        if name.lower() in seen or prop.get("type") not in ("string", "integer", "boolean"):
+            return None
+        seen.add(name.lower())
+        paths[path] = name
+    return paths
 
 
 def _annotations(
