@@ -7,9 +7,10 @@ logic sees only these shapes, so both run the same code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from gateway.auth.front import RequestView
 
 
 @dataclass(slots=True)
@@ -30,24 +31,14 @@ class Sink(Protocol):
     async def write_eof(self, data: bytes = b"") -> None: ...
 
 
-class PostRequest(Protocol):
-    """One POST as the endpoint reads it."""
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        """Case-insensitive names (the auth side reads it)."""
-        ...
+class PostRequest(RequestView, Protocol):
+    """One POST as the endpoint reads it (the auth side reads its headers, scheme and
+    host)."""
 
     @property
     def lowered(self) -> dict[str, str]:
         """The headers by lower-case name (one value each)."""
         ...
-
-    @property
-    def scheme(self) -> str: ...
-
-    @property
-    def host(self) -> str: ...
 
     @property
     def remote(self) -> str | None: ...
