@@ -220,7 +220,9 @@ class Gateway:
         self.lane: Lane | None = None
         self._listener: asyncio.Server | None = None
         self.metrics = Metrics(
-            routes=lambda: [e.route for e in self.endpoints], in_flight=self.in_flight
+            routes=lambda: [e.route for e in self.endpoints],
+            in_flight=self.in_flight,
+            lane=self._lane_figures,
         )
 
     @classmethod
@@ -241,6 +243,11 @@ class Gateway:
             reuse_port=settings.reuse_port,
             lean_lane=settings.lean_lane,
         )
+
+    def _lane_figures(self) -> tuple[int, int] | None:
+        """The lean lane's open connections and handoffs so far (None: no lane)."""
+        lane = self.lane
+        return (len(lane.connections), lane.handoffs) if lane is not None else None
 
     def in_flight(self) -> int:
         """Client requests (POSTs) being handled, and calls answered on a stream."""

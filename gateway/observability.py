@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 import structlog
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
@@ -200,6 +200,30 @@ class _RouteGauges(Collector):
         )
 
 
+class _LaneGauges(Collector):
+    """The lean lane's connections and handoffs, read when scraped (nothing without a
+    lane)."""
+
+    def __init__(self, lane: Callable[[], tuple[int, int] | None]) -> None:
+        self._lane = lane
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self._lane()
+        if figures is None:
+            return
+        connections, handoffs = figures
+        yield GaugeMetricFamily(
+            "gateway_lane_connections",
+            "Client connections the lean lane carries (the others are aiohttp's).",
+            value=connections,
+        )
+        yield CounterMetricFamily(
+            "gateway_lane_handoffs",
+            "Connections the lean lane handed to aiohttp's server (a request it does not carry).",
+            value=handoffs,
+        )
+
+
 def _parked(route: Route) -> int:
     counter = getattr(route, "parked_count", None)
     if counter is None:
@@ -221,6 +245,7 @@ class Metrics:
         self,
         routes: Callable[[], Iterable[Route]] = tuple,
         in_flight: Callable[[], int] = lambda: 0,
+        lane: Callable[[], tuple[int, int] | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ["route", "method", "client_revision", "upstream_revision", "outcome"]
@@ -251,6 +276,7 @@ class Metrics:
         self._children: dict[tuple[str, str, str, str, str], _Children] = {}
         self._seen: dict[tuple[Any, ...], _Children] = {}
         self.registry.register(_RouteGauges(routes, in_flight))
+        self.registry.register(_LaneGauges(lane))
         self.registry.register(_Static([build]))
 
     def observe(self, record: dict[str, Any]) -> None:

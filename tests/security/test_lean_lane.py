@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -138,6 +139,13 @@ async def test_pipelined_requests_are_answered_in_order_across_the_handoff(
             assert health.status == 200 and health.json() == {"status": "ok"}
             assert health.by_aiohttp and third.by_aiohttp  # aiohttp's for good
             assert third.echoed() == "hi 3"
+        async with _connection(gw.base) as (reader, writer):
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            metrics = (await _answer(reader)).body.decode()
+        handoffs = re.search(r"^gateway_lane_handoffs_total (\S+)$", metrics, re.M)
+        # That connection and this one at least (the harness's readiness polls too).
+        assert handoffs is not None and float(handoffs[1]) >= 2
+        assert re.search(r"^gateway_lane_connections \S+$", metrics, re.M)
 
 
 async def test_garbage_after_a_pipelined_post_is_aiohttps_after_the_answer(
