@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -151,8 +152,11 @@ def is_event(line: Line) -> bool:
     return "event" in line or "listen" in line
 
 
-def is_log(level_or_text: str) -> Callable[[Line], bool]:
-    """A log event whose text contains ``level_or_text``."""
+def is_log(level_or_text: str | re.Pattern[str]) -> Callable[[Line], bool]:
+    """A log event whose text contains ``level_or_text`` (or matches that pattern)."""
+    if isinstance(level_or_text, re.Pattern):
+        found = level_or_text.search
+        return lambda e: e.get("event") == LOG and bool(found(str(e["params"].get("data"))))
     return lambda e: e.get("event") == LOG and level_or_text in str(e["params"].get("data"))
 
 
