@@ -324,7 +324,7 @@ class LaneConnection(asyncio.Protocol):
             self._body_timer = None
         self._deadline = math.inf
         self.endpoint = None
-        request = LeanPost(self, self.lowered, body)
+        request = LeanPost(self, self.lowered, self.length, body)
         self.task = self.loop.create_task(self._answer(endpoint, request))
 
     def _body_late(self) -> None:
@@ -438,16 +438,18 @@ class LaneConnection(asyncio.Protocol):
 class LeanPost:
     """A POST the lane carries, as the endpoint reads it."""
 
-    __slots__ = ("_body", "connection", "lowered", "request_id", "started")
+    __slots__ = ("_body", "connection", "content_length", "lowered", "request_id", "started")
 
     def __init__(
         self,
         connection: LaneConnection,
         lowered: dict[str, str],
+        content_length: int,
         body: bytes | None,
     ) -> None:
         self.connection = connection
         self.lowered = lowered
+        self.content_length: int | None = content_length  # as measured for the framing
         self._body = body
         self.request_id = ""
         self.started = False  # the answer's head has been sent
@@ -467,10 +469,6 @@ class LeanPost:
     @property
     def remote(self) -> str | None:
         return self.connection.remote
-
-    @property
-    def content_length(self) -> int | None:
-        return int(self.lowered["content-length"])
 
     def query(self, name: str) -> str | None:
         return None  # the lane carries no URL with a query
@@ -564,9 +562,13 @@ def _chunk(data: bytes) -> bytes:
 def _head_end(raw: bytearray) -> int:
     """Where the request's head ends: after its first empty line (CRLF or bare LF
     endings alike); -1 when there is none."""
-    ends = [i + 3 for i in (raw.find(b"\n\r\n"),) if i >= 0]
-    ends += [i + 2 for i in (raw.find(b"\n\n"),) if i >= 0]
-    return min(ends) if ends else -1
+    crlf = raw.find(b"\n\r\n")
+    # A bare-LF empty line can only come first if it starts before that one: looked
+    # for there alone, not through the whole body.
+    bare = raw.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else len(raw))
+    if bare >= 0:
+        return bare + 2
+    return crlf + 3 if crlf >= 0 else -1
 
 
 _REASONS = {status.value: status.phrase for status in http.HTTPStatus}
