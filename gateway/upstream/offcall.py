@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.core import Answer, AskKind, Event, Exchange, Operation
+from gateway.core import Answer, Asker, AskKind, Event, Exchange, Operation
 from gateway.core import jsonrpc as rpc
-from gateway.upstream.calls import Calls
+from gateway.upstream.calls import Calls, answers
 from gateway.upstream.carrier import CarrierError
 from gateway.upstream.demux import SESSION_NOTIFICATIONS
 
@@ -42,6 +42,8 @@ HELD_TTL = 300.0
 # A pool holds at most this many questions; more are refused at once (an upstream
 # asking in a loop must not grow a table without bound).
 MAX_HELD = 16
+# How long a new stdio or HTTP+SSE session's settling ping is waited for (seconds).
+SETTLE_TIMEOUT = 2.0
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
@@ -77,10 +79,7 @@ class OffCall:
                 if stream is None:
                     return  # the upstream offers no such stream
                 async for message in stream:
-                    if rpc.is_request(message):
-                        self._calls.spawn(self.request(session, message))
-                    else:
-                        await self.event(session, message)
+                    await self.take(session, message)
             except CarrierError as exc:
                 log.info("upstream session stream ended", upstream=self._upstream, reason=str(exc))
             except asyncio.CancelledError:
@@ -90,39 +89,96 @@ class OffCall:
             if session.carrier.is_session:
                 return  # HTTP+SSE and stdio: the stream is the session; it ends with it
 
-    async def request(self, session: LegacySession, message: dict[str, Any]) -> None:
-        """A server request off any call: answered by whoever it belongs to."""
-        answer = await self._answer(session, message)
-        with contextlib.suppress(CarrierError):
-            await session.carrier.send(answer, session.headers)
+    async def take(self, session: LegacySession, message: dict[str, Any]) -> None:
+        """One message off any call: a request is answered in the background, an
+        event is delivered now."""
+        if rpc.is_request(message):
+            self._calls.spawn(self._reply(session, self._answer(session, message)))
+        else:
+            await self.event(session, message)
 
-    async def _answer(self, session: LegacySession, message: dict[str, Any]) -> dict[str, Any]:
+    async def settle(self, session: LegacySession, request_id: int) -> None:
+        """A ping on a new stdio or HTTP+SSE session, answered before its first call.
+
+        Such a channel keeps order, so what the server sent on reading
+        ``initialized`` (server-filesystem asks ``roots/list`` there) arrives before
+        the ping's answer and is routed as off-call: held for the first call or put
+        to the session's client.  Sent with the first call instead, it would be
+        taken as that call's own, and lost when the call ends without asking.
+        """
+        ping = rpc.request(request_id, Operation.PING.value)
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                exchange = await session.carrier.request(ping, session.headers)
+                try:
+                    async for message in exchange.messages:
+                        if answers(message, request_id, exchange.status):
+                            return
+                        await self.take(session, message)
+                finally:
+                    await exchange.aclose()
+        except (CarrierError, TimeoutError) as exc:
+            # Only the ordering guarantee is lost: the session is usable.
+            log.info("upstream session did not answer its first ping", reason=str(exc))
+
+    async def _reply(
+        self, session: LegacySession, answer: Awaitable[dict[str, Any] | None]
+    ) -> None:
+        message = await answer
+        if message is None:
+            return  # already sent (a held question's answer)
+        with contextlib.suppress(CarrierError):
+            await session.carrier.send(message, session.headers)
+
+    def _answer(
+        self, session: LegacySession, message: dict[str, Any]
+    ) -> Awaitable[dict[str, Any] | None]:
+        """Who answers a server request, decided now: a question the pool holds is
+        queued before the session's next call can look for it."""
         owner = session.inflight.owner()
         if owner is not None and owner[1].ask is not None:
             # Only a call whose client can be asked may own a question (a listing
             # cannot carry one: the session's client or the pool's next call will).
-            session.inflight.waiting.add(owner[0])
-            try:
-                return await self._calls.answer_request(session.adapter, message, owner[1].ask)
-            finally:
-                session.inflight.waiting.discard(owner[0])
+            return self._owned(session, owner[0], owner[1].ask, message)
         if message.get("method") == Operation.PING.value:
-            return rpc.result(message["id"], {})
+            return _ready(rpc.result(message["id"], {}))
         downstream = session.downstream
         if downstream is not None:
-            return await self._calls.answer_request(session.adapter, message, downstream.ask)
+            return self._calls.answer_request(session.adapter, message, downstream.ask)
         if AskKind.for_method(str(message.get("method"))) is not None:
-            return await self._hold(session, message)
-        return rpc.error(message["id"], -32601, f"Method not found: {message.get('method')}")
+            return self._hold(session, message)
+        return _ready(
+            rpc.error(message["id"], -32601, f"Method not found: {message.get('method')}")
+        )
 
-    async def _hold(self, session: LegacySession, message: dict[str, Any]) -> dict[str, Any]:
-        """A pooled session's question waits for the pool's next call to ask it."""
+    async def _owned(
+        self, session: LegacySession, key: int, ask: Asker, message: dict[str, Any]
+    ) -> dict[str, Any]:
+        session.inflight.waiting.add(key)
+        try:
+            return await self._calls.answer_request(session.adapter, message, ask)
+        finally:
+            session.inflight.waiting.discard(key)
+
+    def _hold(
+        self, session: LegacySession, message: dict[str, Any]
+    ) -> Awaitable[dict[str, Any] | None]:
+        """A pooled session's question waits (queued now) for the pool's next call."""
         kind = AskKind.for_method(str(message.get("method")))
         assert kind is not None
         if len(session.held) >= MAX_HELD:
-            return session.adapter.client_answer(message["id"], Answer.refusal(kind))
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))
+        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
         session.held.append((message, future))
+        return self._held(session, message, future, kind)
+
+    @staticmethod
+    async def _held(
+        session: LegacySession,
+        message: dict[str, Any],
+        future: asyncio.Future[dict[str, Any] | None],
+        kind: AskKind,
+    ) -> dict[str, Any] | None:
         try:
             return await asyncio.wait_for(asyncio.shield(future), HELD_TTL)
         except TimeoutError:
@@ -138,10 +194,16 @@ class OffCall:
             return
         held, session.held[:] = list(session.held), []
 
-        async def one(message: dict[str, Any], future: asyncio.Future[dict[str, Any]]) -> None:
+        async def one(
+            message: dict[str, Any], future: asyncio.Future[dict[str, Any] | None]
+        ) -> None:
             answer = await self._calls.answer_request(session.adapter, message, exchange.ask)
-            if not future.done():
-                future.set_result(answer)
+            if future.done():
+                return  # refused meanwhile (HELD_TTL)
+            # Sent here, not by the holder: the upstream must have it before this call.
+            future.set_result(None)
+            with contextlib.suppress(CarrierError):
+                await session.carrier.send(answer, session.headers)
 
         await asyncio.gather(*(one(message, future) for message, future in held))
 
@@ -167,3 +229,7 @@ class OffCall:
             await owner[1].emit(event)
         elif session.downstream is not None:
             await session.downstream.notify(event)
+
+
+async def _ready(answer: dict[str, Any]) -> dict[str, Any]:
+    return answer

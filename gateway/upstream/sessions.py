@@ -69,7 +69,10 @@ class LegacySession(Channel):
     downstream: Downstream | None = None
     principal: str = ""
     # A pool's questions asked outside any call, waiting for its next call.
-    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = field(default_factory=list)
+    # Questions held for the pool's next call; a future's None: answered and sent upstream.
+    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
+        default_factory=list
+    )
 
 
 class SessionPool:
@@ -249,6 +252,8 @@ class SessionPool:
         # before the stream is open is lost (server-everything's roots/list is).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
+        if carrier.is_session:
+            await self.offcall.settle(session, next(self._calls.ids))
         return session
 
     def _client(
