@@ -56,7 +56,7 @@ def _row(row: dict[str, Any]) -> str:
             _num(row.get("p99_added_x_ref"), ".1f", 5),
             _num(row["mid_cpu_us_per_call"] or None, ".0f", 6),
             _num(row["upstream_cpu_us_per_call"], ".0f", 5),
-            _num(row["upstream_connections_opened"], "d", 5),
+            _num(row["upstream_connections_per_round_max"], "d", 5),
             _num(row["upstream_requests_per_call"], ".2f", 5),
         ]
     ) + (f"  ! {row['first_error'][:80]}" if row.get("first_error") else "")
@@ -76,7 +76,8 @@ def render(report: dict[str, Any]) -> str:
         "xref: throughput / the reference proxy's; +p50/+p99: ms added to the direct call; "
         "their xref: added / added by the reference proxy",
         "midCPU/upCPU: us of CPU per call in the proxy or gateway / in the upstream; conns: "
-        "TCP connections the upstream accepted; upreq: upstream HTTP requests per call",
+        "TCP connections the upstream accepted, most in one round (--json also has the sum); "
+        "upreq: upstream HTTP requests per call",
     ]
     for callers in c["callers"]:
         lines += ["", f"{callers} caller{'s' if callers > 1 else ''}", HEADER]

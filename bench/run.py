@@ -108,6 +108,7 @@ class Cell:
     mid_cpu_s: float = 0.0
     upstream_cpu_s: float = 0.0
     connections: int = 0
+    round_connections: list[int] = field(default_factory=list)
     upstream_requests: int = 0
 
     def add(self, result: LoadResult) -> None:
@@ -137,6 +138,9 @@ class Cell:
             "mid_cpu_us_per_call": round(self.mid_cpu_s * per_call, 1),
             "upstream_cpu_us_per_call": round(self.upstream_cpu_s * per_call, 1),
             "upstream_connections_opened": self.connections,
+            # Per round: between a path's rounds its idle connections outlive the
+            # keep-alive (15 s) and are closed, so the sum counts those re-openings.
+            "upstream_connections_per_round_max": max(self.round_connections, default=0),
             "upstream_requests_per_call": round(self.upstream_requests / self.ok, 3)
             if self.ok
             else None,
@@ -181,7 +185,9 @@ class Bench:
         cell.add(result)
         cell.mid_cpu_s += (mid.cpu_seconds() - mid_cpu) if mid else 0.0
         cell.upstream_cpu_s += upstream.proc.cpu_seconds() - up_cpu
-        cell.connections += after["connections"] - before["connections"]
+        opened = after["connections"] - before["connections"]
+        cell.connections += opened
+        cell.round_connections.append(opened)
         cell.upstream_requests += after["requests"] - before["requests"]
 
     def check(self) -> None:
