@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import ipaddress
 import itertools
 import os
@@ -62,6 +63,8 @@ CLOSE_GRACE = 2.0
 # After the drain deadline, how long the rest of the shutdown may take before the
 # process is ended regardless (ending sessions, closing connections, reaping children).
 SHUTDOWN_MARGIN = 5.0
+# Net allocations between young-generation collections, once startup is frozen.
+GC_YOUNG_THRESHOLD = 10_000
 REQUEST_ID_HEADER = "X-Request-Id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -666,6 +669,7 @@ class Gateway:
             except BaseException:
                 await self._release()
                 raise
+            _settle_memory()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, on_signal, sig.name)
             await stop.wait()
@@ -681,6 +685,18 @@ class Gateway:
                 loop.remove_signal_handler(sig)
             if demo_runner is not None:
                 await demo_runner.cleanup()
+
+
+def _settle_memory() -> None:
+    """What startup built (modules, schemas, routes) lives as long as the process: it
+    is frozen out of the collector's sight, so a full collection no longer walks it
+    (about 45 ms each, with 73,000 objects).  The young generation is collected less
+    often: a call's own objects die by reference count, and CPython's default (700
+    net allocations) collected it every ~15 calls (bench/README.md, round 5)."""
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 def _default_forward() -> tuple[str, ...]:

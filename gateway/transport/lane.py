@@ -158,6 +158,7 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self.parser = None  # it holds this protocol: freed by reference count, not by gc
         self.lane.connections.discard(self)
         self._disarm()
         if self.task is not None:
