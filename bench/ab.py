@@ -3,6 +3,7 @@
     git worktree add /tmp/base <commit>
     python -m bench.ab /tmp/base                 # 4 shuffled rounds, 1,500 calls at 16 callers
     python -m bench.ab /tmp/base --rounds 6 --calls 3000 --loop uvloop
+    python -m bench.ab . --base-python /tmp/venv313/bin/python   # interpreters compared
 
 On a shared machine one cell's CPU per call moves by +-20% from minute to
 minute, more than most single changes save. Here both gateways run at once, in
@@ -41,9 +42,11 @@ PATHS: list[tuple[str, str, type[Client]]] = [
 ]
 
 
-def start_gateway(lab: Lab, checkout: Path, name: str, target: str, loop: str) -> tuple[Proc, str]:
+def start_gateway(
+    lab: Lab, checkout: Path, name: str, target: str, loop: str, python: str
+) -> tuple[Proc, str]:
     port = free_port()
-    argv = [sys.executable, "-m", "gateway", "serve", "--listen", f"{HOST}:{port}"]
+    argv = [python, "-m", "gateway", "serve", "--listen", f"{HOST}:{port}"]
     argv += ["--route", f"/mcp={target}", "--log-level", "warning", "--drain-timeout", "1"]
     argv += ["--loop", loop]
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -82,13 +85,14 @@ async def _cell(proc: Proc, clients: list[Client], calls: int) -> tuple[float, f
     return (cpu_seconds(proc.pid) - before) / calls * 1e6, result.throughput
 
 
-async def compare(base: Path, rounds: int, calls: int, loop: str) -> None:
+async def compare(base: Path, rounds: int, calls: int, loop: str, pythons: tuple[str, str]) -> None:
     lab = Lab()
     try:
         upstreams = {kind: lab.upstream(kind) for kind in ("legacy", "modern")}
+        sides = (("base", base, pythons[0]), ("this", REPO, pythons[1]))
         gateways = {
-            (side, kind): start_gateway(lab, checkout, f"{side}-{kind}", upstream.url, loop)
-            for side, checkout in (("base", base), ("this", REPO))
+            (side, kind): start_gateway(lab, checkout, f"{side}-{kind}", upstream.url, loop, python)
+            for side, checkout, python in sides
             for kind, upstream in upstreams.items()
         }
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -134,10 +138,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=1500, help="calls per cell and round")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument(
+        "--base-python",
+        default=sys.executable,
+        help="the base gateway's interpreter (an environment with its dependencies)",
+    )
+    parser.add_argument("--this-python", default=sys.executable, help="this gateway's interpreter")
     args = parser.parse_args()
     if not (args.base / "gateway" / "__main__.py").exists():
         parser.error(f"{args.base} is not a checkout of the gateway")
-    asyncio.run(compare(args.base.resolve(), args.rounds, args.calls, args.loop))
+    pythons = (args.base_python, args.this_python)
+    asyncio.run(compare(args.base.resolve(), args.rounds, args.calls, args.loop, pythons))
 
 
 if __name__ == "__main__":
