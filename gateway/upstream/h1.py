@@ -179,7 +179,14 @@ class _Connection(asyncio.Protocol):
         self._read_timeout = read_timeout
         self._last_read = loop.time()
         if read_timeout is not None:
-            self._timer = loop.call_at(self._last_read + read_timeout, self._check_silence)
+            # One timer per connection, kept across requests (it finds an idle
+            # connection and lets go); re-armed only if it would fire too late.
+            due = self._last_read + read_timeout
+            timer = self._timer
+            if timer is None or timer.when() > due:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(due, self._check_silence)
         self.transport.write(data)
         return self._head
 
@@ -304,7 +311,7 @@ class _Connection(asyncio.Protocol):
         self._complete()
 
     def _complete(self) -> None:
-        self._cancel_timer()
+        # The silence timer stays: the next request on this connection reuses it.
         response, self._response = self._response, None
         if response is not None:
             response.content.end()

@@ -190,6 +190,32 @@ async def test_silence_is_bounded_before_the_head_and_between_chunks(pool: H1Poo
         release.set()
 
 
+async def test_one_silence_timer_serves_a_connection_s_requests(pool: H1Pool) -> None:
+    """The timer outlives a request: it never fires on an idle connection, and a
+    request with a shorter bound than the timer's is still bounded by its own."""
+    release = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if await request.read() == b"slow":
+            await release.wait()
+        return web.Response(body=b"{}", content_type="application/json")
+
+    async with serving(handle) as (url, accepted):
+        quick = await pool.request(url, b"fast", {}, connect_timeout=WAIT, read_timeout=0.1)
+        await read_all(quick)
+        # Idle past that bound (time must pass here): the connection is still good.
+        await asyncio.sleep(0.3)
+        for _ in range(3):
+            resp = await pool.request(url, b"fast", {}, connect_timeout=WAIT, read_timeout=WAIT)
+            assert await read_all(resp) == b"{}"
+        assert len(accepted) == 1
+        # Its timer now fires WAIT from the last request; this one's bound is shorter.
+        async with asyncio.timeout(WAIT / 2):
+            with pytest.raises(aiohttp.ServerTimeoutError):
+                await pool.request(url, b"slow", {}, connect_timeout=WAIT, read_timeout=0.2)
+        release.set()
+
+
 async def test_a_closed_idle_connection_is_not_reused(pool: H1Pool) -> None:
     served = 0
 
