@@ -329,6 +329,9 @@ class Forwarder:
                     self.parking.release(parked)
                     return _missing(parked.missing)
                 if parked.task.done():
+                    # Questions that came in as it ended (off-call ones attributed to
+                    # it) were never put to the client: handed back, not left waiting.
+                    parked.unasked()
                     self.parking.unpark(parked)
                     return self._url_asks(call, exchange, parked.task.result())
                 asks = parked.unanswered()

@@ -36,8 +36,8 @@ class ParkedCall:
     # Whose call it is: its quota of parked calls is the one it counts against.
     principal: str = ANONYMOUS
     task: asyncio.Task[Outcome] | None = None
-    # key -> (ask, future the upstream's request waits on)
-    pending: dict[str, tuple[Ask, asyncio.Future[Answer]]] = field(default_factory=dict)
+    # key -> (ask, future the upstream's request waits on; None: never put to the client)
+    pending: dict[str, tuple[Ask, asyncio.Future[Answer | None]]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     round: int = 0
@@ -60,9 +60,9 @@ class ParkedCall:
         """Whether it was ever named (so possibly parked)."""
         return self._id is not None
 
-    def add_ask(self, ask: Ask) -> asyncio.Future[Answer]:
+    def add_ask(self, ask: Ask) -> asyncio.Future[Answer | None]:
         key = f"q{next(self._keys)}"
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Answer | None] = asyncio.get_running_loop().create_future()
         self.pending[key] = (ask, future)
         self.changed.set()
         return future
@@ -75,6 +75,14 @@ class ParkedCall:
             if key in answers and not future.done():
                 future.set_result(answers[key])
                 del self.pending[key]
+
+    def unasked(self) -> None:
+        """The call ended with questions its client was never put: they resolve to
+        None (nobody asked), so whoever sent them can find them another way."""
+        for _, future in self.pending.values():
+            if not future.done():
+                future.set_result(None)
+        self.pending.clear()
 
     def refuse_all(self) -> None:
         for ask, future in self.pending.values():

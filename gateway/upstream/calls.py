@@ -239,6 +239,17 @@ class Calls:
     ) -> dict[str, Any]:
         """Answer a request the upstream sent: ping here, asks through ``ask`` (the
         call's client, or a session's); refused when there is nobody to ask."""
+        answered = await self.try_answer(adapter, message, ask)
+        if answered is not None:
+            return answered
+        question = next(iter(adapter.client_input_requests(message).values()))
+        return adapter.client_answer(message["id"], Answer.refusal(question.kind))
+
+    async def try_answer(
+        self, adapter: Adapter, message: dict[str, Any], ask: Asker | None
+    ) -> dict[str, Any] | None:
+        """As ``answer_request``, but None when the question reached nobody (no one to
+        ask, or the call that was to ask it ended first)."""
         method = message.get("method")
         if method == Operation.PING.value:
             return rpc.result(message["id"], {})
@@ -248,7 +259,7 @@ class Calls:
         question = next(iter(asks.values()))
         answer = await ask(question) if ask is not None else None
         if answer is None:
-            answer = Answer.refusal(question.kind)
+            return None
         if question.kind is AskKind.LIST_ROOTS and answer.result is None and answer.error is None:
             answer = Answer(result={"roots": []})
         return adapter.client_answer(message["id"], answer)

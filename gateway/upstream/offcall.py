@@ -140,6 +140,12 @@ class OffCall:
             # Only a call whose client can be asked may own a question (a listing
             # cannot carry one: the session's client or the pool's next call will).
             return self._owned(session, owner[0], owner[1].ask, message)
+        return self._unowned(session, message)
+
+    def _unowned(
+        self, session: LegacySession, message: dict[str, Any]
+    ) -> Awaitable[dict[str, Any] | None]:
+        """A request no call owns: the session's client, or the pool's next call."""
         if message.get("method") == Operation.PING.value:
             return _ready(rpc.result(message["id"], {}))
         downstream = session.downstream
@@ -153,12 +159,16 @@ class OffCall:
 
     async def _owned(
         self, session: LegacySession, key: int, ask: Asker, message: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
         session.inflight.waiting.add(key)
         try:
-            return await self._calls.answer_request(session.adapter, message, ask)
+            answered = await self._calls.try_answer(session.adapter, message, ask)
         finally:
             session.inflight.waiting.discard(key)
+        if answered is not None:
+            return answered
+        # The call ended before its client was asked: the question is the session's.
+        return await self._unowned(session, message)
 
     def _hold(
         self, session: LegacySession, message: dict[str, Any]
