@@ -185,9 +185,23 @@ class _RouteGauges(Collector):
             "The revision and transport each route's upstream was found to speak (1 once known).",
             labels=["route", "upstream_revision", "transport"],
         )
+        pooled = GaugeMetricFamily(
+            "gateway_upstream_connections",
+            "Keep-alive connections to each route's upstream (the lean HTTP client's pool).",
+            labels=["route", "state"],
+        )
+        upstream_sessions = GaugeMetricFamily(
+            "gateway_upstream_sessions",
+            "Open handshake-era sessions with each route's upstream.",
+            labels=["route"],
+        )
         for route in self._routes():
             sessions.add_metric([route.path], len(route.sessions))
             parked.add_metric([route.path], _parked(route))
+            busy, idle = route.backend.upstream_connections()
+            pooled.add_metric([route.path, "busy"], busy)
+            pooled.add_metric([route.path, "idle"], idle)
+            upstream_sessions.add_metric([route.path], route.backend.upstream_sessions())
             revision = route.backend.upstream_revision
             transport = route.backend.upstream_transport
             if revision is not None and transport is not None:
@@ -195,6 +209,8 @@ class _RouteGauges(Collector):
         yield sessions
         yield parked
         yield upstream
+        yield pooled
+        yield upstream_sessions
         yield GaugeMetricFamily(
             "gateway_in_flight_requests", "Client requests being handled.", value=self._in_flight()
         )

@@ -95,6 +95,13 @@ class Backend:
         verdict = self.link.verdict
         return verdict.transport if verdict is not None else None
 
+    def upstream_connections(self) -> tuple[int, int]:
+        """Pooled connections to the upstream: (carrying a request, idle)."""
+        return self.link.pool_counts()
+
+    def upstream_sessions(self) -> int:
+        return self.link.session_count()
+
     def parked_count(self) -> int:
         return self.forwarder.parked_count
 

@@ -357,6 +357,11 @@ class H1Pool:
             conn.abort()
             raise
 
+    def counts(self) -> tuple[int, int]:
+        """Open connections: (carrying a request, idle in the pool)."""
+        idle = sum(len(conns) for conns in self._idle.values())
+        return max(0, len(self._all) - idle), idle
+
     def _take(self, key: tuple[str, int]) -> _Connection | None:
         idle = self._idle.get(key)
         now = asyncio.get_running_loop().time()

@@ -505,6 +505,10 @@ class StreamableHttpCarrier(Carrier):
         ordered = [m for m in messages if m is not final] + [final]
         return Exchange(status, resp.headers, _Listed(ordered))
 
+    def pool_counts(self) -> tuple[int, int]:
+        """The lean client's open connections: (carrying a request, idle)."""
+        return self._lean.counts() if self._lean is not None else (0, 0)
+
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         resp = await self._open_post(orjson.dumps(message), headers, self._post_timeout)
         try:

@@ -86,6 +86,14 @@ class UpstreamLink:
         )
         self._tools = ToolIndex()
 
+    def pool_counts(self) -> tuple[int, int]:
+        """Keep-alive connections to the upstream: (carrying a request, idle)."""
+        return self._streamable.pool_counts()
+
+    def session_count(self) -> int:
+        """Open handshake-era upstream sessions (0 for a stateless upstream)."""
+        return len(self._sessions)
+
     # ------------------------------------------------------------ the verdict
 
     @property

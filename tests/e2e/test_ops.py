@@ -139,6 +139,13 @@ async def test_metrics_count_calls_sessions_and_revisions(
         )
         assert sample(text, "gateway_build_info") == 1
         assert "# TYPE gateway_request_duration_seconds histogram" in text
+        # The client's session has its own upstream session; the calls' connection
+        # is back in the pool, idle.
+        upstream_sessions = sample(text, "gateway_upstream_sessions", route="/mcp")
+        assert upstream_sessions is not None and upstream_sessions >= 1, text
+        idle = sample(text, "gateway_upstream_connections", route="/mcp", state="idle")
+        assert idle is not None and idle >= 1, text
+        assert sample(text, "gateway_upstream_connections", route="/mcp", state="busy") == 0
 
 
 async def test_errors_are_counted_by_outcome(http: aiohttp.ClientSession, tmp_path: Path) -> None:
