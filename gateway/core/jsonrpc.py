@@ -28,12 +28,16 @@ def dumps(message: Any) -> bytes:
     return orjson.dumps(message)
 
 
+# A request or notification names its method with a string (JSON-RPC 2.0, section 4);
+# anything else is neither, so no reader takes it for one and passes it on.
 def is_request(message: Any) -> bool:
-    return isinstance(message, dict) and "method" in message and "id" in message
+    return isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message
 
 
 def is_notification(message: Any) -> bool:
-    return isinstance(message, dict) and "method" in message and "id" not in message
+    return (
+        isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message
+    )
 
 
 def is_response(message: Any) -> bool:

@@ -9,6 +9,8 @@ Then `tools/call` does whatever the behaviour says:
   ok        answer `echo: <text>` (the well-behaved neighbour)
   ok_sse    the same answer as the one event of an SSE response (the body's end follows
             in a write of its own, as a real server's does)
+  odd_sse   like ok_sse, but the answer comes after messages that are not JSON-RPC:
+            "notifications" and a "request" whose method is not a string (ODD_MESSAGES)
   hang      never answer (until teardown releases the handler)
   hang_sse  open an SSE response, send one notification, then go silent
   wedged    never answer, and from then on answer nothing at all (a stuck server)
@@ -53,6 +55,7 @@ BEHAVIOURS = (
     "logs",
     "ok",
     "ok_sse",
+    "odd_sse",
     "hang",
     "hang_sse",
     "wedged",
@@ -63,6 +66,16 @@ BEHAVIOURS = (
     "notify",
     "tasks",
 )
+# What `odd_sse` sends before its answer: JSON, but not JSON-RPC (a method must be a
+# string); the last one has an id, as if it were a request.
+ODD_MESSAGES: list[dict[str, Any]] = [
+    {"jsonrpc": "2.0", "method": ["notifications", "message"]},
+    {"jsonrpc": "2.0", "method": {"name": "notifications/progress"}, "params": {}},
+    {"jsonrpc": "2.0", "method": 7},
+    {"jsonrpc": "2.0", "method": None, "params": {"level": "info"}},
+    {"jsonrpc": "2.0", "id": 9, "method": ["roots/list"]},
+]
+
 # The `notify` behaviour's capabilities.
 NOTIFY_CAPABILITIES: dict[str, Any] = {
     "tools": {"listChanged": True},
@@ -430,13 +443,15 @@ class FakeUpstream:
         self, request: web.Request, id_: Any, params: dict[str, Any]
     ) -> web.StreamResponse:
         behaviour = self.behaviour
-        if behaviour in ("ok", "logs", "ok_sse"):
+        if behaviour in ("ok", "logs", "ok_sse", "odd_sse"):
             text = str((params.get("arguments") or {}).get("text", ""))
             result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
-            if behaviour != "ok_sse":
+            if behaviour in ("ok", "logs"):
                 return web.json_response(_rpc_result(id_, result))
             answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await answer.prepare(request)
+            for odd in ODD_MESSAGES if behaviour == "odd_sse" else ():
+                await answer.write(_sse(odd))
             await answer.write(_sse(_rpc_result(id_, result)))
             return answer
         if behaviour in ("hang", "wedged"):

@@ -251,6 +251,29 @@ async def test_a_garbage_answer_is_a_clear_error(
         await assert_unaffected(http, gw)
 
 
+async def test_messages_that_are_not_json_rpc_before_the_answer_are_dropped(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Notifications (and a request) whose method is not a string, on the answer's SSE
+    stream: nothing a client can be sent, so dropped; the answer still arrives."""
+    async with (
+        fakes("odd_sse", "ok") as (odd, good),
+        running_gateway(f"/odd={odd.url}", f"/good={good.url}", tmp_path=tmp_path) as gw,
+    ):
+        url = gw.url("/odd")
+        session_id = await open_session(http, url)
+        reply = await call_tool_legacy(
+            http, url, session_id, "echo", {"text": "a"}, id_=5, within=PROMPT
+        )
+        assert reply.message.get("id") == 5, reply.text
+        assert text_of(reply.result) == "echo: a"
+        assert [m.get("id") for m in reply.messages] == [5], reply.text
+        reply = await call_tool_modern(http, url, "echo", {"text": "b"}, id_=6, within=PROMPT)
+        assert reply.result["resultType"] == "complete", reply.text
+        assert text_of(reply.result) == "echo: b"
+        await assert_unaffected(http, gw)
+
+
 # --------------------------------------------------------------------------- reset
 
 

@@ -312,3 +312,8 @@ def test_reading_upstream_responses_never_crashes(adapter: Adapter, message: Any
     assert isinstance(adapter.client_input_requests(message), dict)
     event = adapter.client_read_event(message)
     assert event is None or isinstance(event, Event)
+    if event is not None:  # an event read is one every client revision can be given
+        assert isinstance(event.method, str), event
+        for client in ADAPTERS:
+            encoded = client.encode_event(event)
+            assert encoded is None or encoded["method"] == event.method
