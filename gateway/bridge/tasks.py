@@ -39,6 +39,7 @@ from gateway.core import (
     Value,
     discard_event,
 )
+from gateway.core.quota import Quota
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
 from gateway.protocol import Adapter, AdapterSet
 
@@ -48,6 +49,10 @@ TASK_SUPPORTED = frozenset({"optional", "required"})
 # requests to arrive on the held `tasks/result` (seconds); without them by then
 # the client is told the status alone and polls again.
 INPUT_WAIT = 2.0
+# Held `tasks/result` calls (each an upstream stream kept open) one principal, and the
+# route, may have at once: tasks awaiting input beyond these are refused on `tasks/get`.
+HELD_PER_PRINCIPAL = 32
+HELD_TOTAL = 1_000
 
 
 class _Verdict(Protocol):
@@ -90,8 +95,9 @@ class TaskBridge:
     def __init__(self, upstream: object, adapters: AdapterSet | None = None) -> None:
         self.upstream = upstream if isinstance(upstream, TaskUpstream) else None
         self.adapters = adapters or AdapterSet.default()
-        # Held `tasks/result` calls, by (principal, task id).
+        # Held `tasks/result` calls, by (principal, task id), and how many each holds.
         self._inputs: dict[tuple[str, str], _Inputs] = {}
+        self.held = Quota("tasks awaiting input", HELD_PER_PRINCIPAL, HELD_TOTAL)
 
     def _speaks(self) -> Adapter | None:
         """The upstream's adapter (client role), once its revision is known."""
@@ -145,11 +151,13 @@ class TaskBridge:
         if task is None:
             return outcome
         final: Outcome | None = None
-        requests: dict[str, Ask] = {}
+        requests: dict[str, Ask] | Failure = {}
         if task.status in WITH_RESULT:
             final = await self._upstream(call, exchange, Operation.TASKS_RESULT)
         elif task.status == INPUT_REQUIRED:
             requests = await self._input_requests(call, exchange, task)
+        if isinstance(requests, Failure):
+            return requests
         return Value(client.detailed_task_result(task, final, requests))
 
     async def update(self, call: Call, exchange: Exchange) -> Outcome:
@@ -167,9 +175,12 @@ class TaskBridge:
     async def cancel(self, call: Call, exchange: Exchange) -> Outcome:
         outcome = await self._upstream(call, exchange, Operation.TASKS_CANCEL)
         if isinstance(outcome, Value):
-            inputs = self._inputs.pop((exchange.principal, str(self._task_id(call))), None)
-            if inputs is not None and inputs.runner is not None:
-                inputs.runner.cancel()
+            key = (exchange.principal, str(self._task_id(call)))
+            inputs = self._inputs.get(key)
+            if inputs is not None:
+                self._forget(key, inputs)
+                if inputs.runner is not None:
+                    inputs.runner.cancel()
             return Value({})
         return outcome
 
@@ -179,19 +190,25 @@ class TaskBridge:
 
     async def close(self) -> None:
         runners = [i.runner for i in self._inputs.values() if i.runner is not None]
-        self._inputs.clear()
+        for key, inputs in list(self._inputs.items()):
+            self._forget(key, inputs)
         for runner in runners:
             runner.cancel()
         for runner in runners:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await runner
 
-    async def _input_requests(self, call: Call, exchange: Exchange, task: Task) -> dict[str, Ask]:
-        """The task's open requests: its `tasks/result` is held (started if need be)
-        and given a bounded while to bring them."""
+    async def _input_requests(
+        self, call: Call, exchange: Exchange, task: Task
+    ) -> dict[str, Ask] | Failure:
+        """The task's open requests: its `tasks/result` is held (started if need be,
+        within the principal's quota) and given a bounded while to bring them."""
         key = (exchange.principal, task.id)
         inputs = self._inputs.get(key)
         if inputs is None:
+            refused = self.held.acquire(exchange.principal)
+            if refused is not None:
+                return refused
             inputs = self._inputs[key] = _Inputs()
             inputs.runner = self._hold(call, exchange, task.id, inputs)
             inputs.runner.add_done_callback(lambda _: self._forget(key, inputs))
@@ -234,6 +251,7 @@ class TaskBridge:
     def _forget(self, key: tuple[str, str], inputs: _Inputs) -> None:
         if self._inputs.get(key) is inputs:
             del self._inputs[key]
+            self.held.release(key[0])
 
     async def _upstream(self, call: Call, exchange: Exchange, operation: Operation) -> Outcome:
         upstream, speaks = self.upstream, self._speaks()

@@ -249,3 +249,65 @@ async def test_an_update_for_a_task_awaiting_nothing_fails() -> None:
     exchange = Exchange(call=update, route="/r", profile=ServerProfile())
     failure = await bridge.update(update, exchange)
     assert isinstance(failure, Failure) and failure.kind is FailureKind.INVALID_PARAMS
+
+
+class _ManyAsking(_Upstream):
+    """Every task is `input_required`; its held tasks/result asks one question and then
+    waits for it (until the bridge lets it go)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding: set[str] = set()
+        self.cancelled: list[str] = []
+
+    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+        task_id = str(call.params["taskId"])
+        if call.operation is Operation.TASKS_CANCEL:
+            self.cancelled.append(task_id)
+            return Value({"taskId": task_id, "status": "cancelled"})
+        if call.operation is Operation.TASKS_RESULT:
+            assert exchange.ask is not None
+            self.holding.add(task_id)
+            try:
+                await exchange.ask(Ask(AskKind.ELICIT, {"message": task_id}))
+            finally:
+                self.holding.discard(task_id)
+            return Value({"content": []})
+        return Value({"taskId": task_id, "status": "input_required"})
+
+
+async def test_held_task_results_are_bounded_per_principal(monkeypatch: Any) -> None:
+    """Each task awaiting input holds an upstream stream open: a principal past its
+    quota is refused (in its own revision's words), others are not, and a cancelled
+    task gives its place back."""
+    monkeypatch.setattr("gateway.bridge.tasks.HELD_PER_PRINCIPAL", 2)
+    upstream = _ManyAsking()
+    bridge = TaskBridge(upstream)
+    caps = {"extensions": {TASKS: {}}, "elicitation": {}}
+
+    async def get(principal: str, task_id: str) -> Outcome:
+        call = replace(_task_call(Operation.TASKS_GET, caps), params={"taskId": task_id})
+        exchange = Exchange(call=call, route="/r", profile=ServerProfile(), principal=principal)
+        return await bridge.get(call, exchange)
+
+    for task_id in ("a1", "a2"):
+        held = await get("alice", task_id)
+        assert isinstance(held, Value) and held.result["inputRequests"], held
+    again = await get("alice", "a1")  # the same task again: no second stream
+    assert isinstance(again, Value) and again.result["inputRequests"], again
+    refused = await get("alice", "a3")
+    assert isinstance(refused, Failure) and refused.kind is FailureKind.QUOTA_EXCEEDED
+    assert "at most 2" in refused.message
+    assert upstream.holding == {"a1", "a2"}
+    other = await get("bob", "b1")
+    assert isinstance(other, Value) and other.result["inputRequests"], other
+
+    cancel = replace(_task_call(Operation.TASKS_CANCEL, caps), params={"taskId": "a1"})
+    exchange = Exchange(call=cancel, route="/r", profile=ServerProfile(), principal="alice")
+    assert await bridge.cancel(cancel, exchange) == Value({})
+    now = await get("alice", "a3")
+    assert isinstance(now, Value) and now.result["inputRequests"], now
+    assert bridge.held.held("alice") == 2 and bridge.held.held("bob") == 1
+    await bridge.close()
+    assert len(bridge.held) == 0
+    assert upstream.holding == set()  # every held stream let go
