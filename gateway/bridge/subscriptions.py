@@ -52,6 +52,7 @@ from gateway.core import (
     Value,
     discard_event,
 )
+from gateway.core.keylocks import KeyedLocks
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.adapter import LIST_CHANGES
 
@@ -64,6 +65,10 @@ ROUTED = LIST_METHODS | {UPDATED}
 # Bounds: URIs one listen may name, time to wait for an upstream acknowledgement,
 # consecutive failed (re)opens of an upstream listen before giving up on it.
 MAX_URIS = 1000
+# What one downstream session may hold with resources/subscribe: URIs, and the
+# length of one (the upstream sees and the hub keeps each).
+MAX_SUBSCRIPTIONS = MAX_URIS
+MAX_URI_LENGTH = 8192
 ACK_TIMEOUT = 10.0
 MAX_REOPEN_FAILURES = 8
 
@@ -143,7 +148,7 @@ class SubscriptionHub:
         self._listeners: dict[str, Listener] = {}
         # Handshake-era upstreams: (scope, uri) -> listeners watching it upstream.
         self._counts: dict[tuple[str, str], int] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
         # What a scope's upstream-side requests are made with (credentials, client).
         self._exchanges: dict[str, Exchange] = {}
         self._feeds: dict[str, _Feed] = {}
@@ -157,6 +162,9 @@ class SubscriptionHub:
         on_session = getattr(upstream, "on_session", None)
         if on_session is not None:
             on_session(self.resubscribe)
+        keep_watched = getattr(upstream, "keep_watched", None)
+        if keep_watched is not None:
+            keep_watched(self.watched)
 
     # ------------------------------------------------------------ listeners
 
@@ -234,7 +242,6 @@ class SubscriptionHub:
         if upstream_gone and alone and not self.upstream.stateless:
             for uri in listener.uris:
                 self._counts.pop((listener.scope, uri), None)
-                self._locks.pop((listener.scope, uri), None)
             self._forget(listener.scope)
         else:
             self._background(self._release(listener, set(listener.uris)))
@@ -264,6 +271,9 @@ class SubscriptionHub:
             return await self.upstream.execute(call, exchange)
         if uri in listener.uris:
             return Value({})
+        refused = _over_bounds(listener, uri)
+        if refused is not None:
+            return refused
         self._exchanges.setdefault(listener.scope, exchange)
         if self.upstream.stateless:
             listener.uris.add(uri)
@@ -297,7 +307,7 @@ class SubscriptionHub:
     ) -> Outcome:
         """Count one more watcher of ``uri``; the first one subscribes upstream."""
         slot = (scope, uri)
-        async with self._locks.setdefault(slot, asyncio.Lock()):
+        async with self._locks.hold(slot):
             if self._counts.get(slot, 0) == 0:
                 request = self._request(Operation.RESOURCES_SUBSCRIBE, uri, exchange, call)
                 # The client's own request keeps its exchange: what the upstream says
@@ -314,13 +324,12 @@ class SubscriptionHub:
     async def _drop(self, scope: str, uri: str, exchange: Exchange | None = None) -> None:
         """Count one watcher less; the last one unsubscribes upstream."""
         slot = (scope, uri)
-        async with self._locks.setdefault(slot, asyncio.Lock()):
+        async with self._locks.hold(slot):
             count = self._counts.get(slot, 0) - 1
             if count > 0:
                 self._counts[slot] = count
                 return
             self._counts.pop(slot, None)
-            self._locks.pop(slot, None)
             exchange = exchange or self._exchanges.get(scope)
             if exchange is None or count < 0:
                 return
@@ -357,6 +366,10 @@ class SubscriptionHub:
             outcome = await self.upstream.execute(request, _quiet(exchange, request))
             if isinstance(outcome, Failure):
                 log.info("re-subscribing upstream failed", uri=uri, error=outcome.message)
+
+    def watched(self, scope: str) -> bool:
+        """Whether someone listens in ``scope`` (its upstream session is not idle)."""
+        return scope in self._exchanges
 
     def watchers(self, scope: str, uri: str) -> int:
         """How many listeners hold ``uri`` upstream (handshake-era upstreams)."""
@@ -519,6 +532,23 @@ class SubscriptionHub:
             for task in pending:
                 task.cancel()
         self.upstream.on_notification(None)
+
+
+def _over_bounds(listener: Listener, uri: str) -> Failure | None:
+    """Why one more subscription of this session is refused (None: it is not)."""
+    if len(uri) > MAX_URI_LENGTH:
+        return Failure(
+            FailureKind.QUOTA_EXCEEDED,
+            f"a subscribed URI is at most {MAX_URI_LENGTH} characters",
+            {"quota": "subscribed URI length", "limit": MAX_URI_LENGTH},
+        )
+    if len(listener.uris) >= MAX_SUBSCRIPTIONS:
+        return Failure(
+            FailureKind.QUOTA_EXCEEDED,
+            f"too many resource subscriptions for this session (at most {MAX_SUBSCRIPTIONS})",
+            {"quota": "resource subscriptions", "limit": MAX_SUBSCRIPTIONS},
+        )
+    return None
 
 
 def _quiet(exchange: Exchange, call: Call) -> Exchange:

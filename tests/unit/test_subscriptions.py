@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import pytest
 
+from gateway.bridge import subscriptions
 from gateway.bridge.forwarder import Forwarder
 from gateway.bridge.subscriptions import (
     NotificationSink,
@@ -20,6 +22,8 @@ from gateway.core import (
     ClientContext,
     Event,
     Exchange,
+    Failure,
+    FailureKind,
     Operation,
     Outcome,
     ServerProfile,
@@ -314,3 +318,47 @@ def test_the_listen_filter_is_the_adapters() -> None:
     assert legacy.client_list_changes(CAPS) == {"notifications/tools/list_changed"}
     assert legacy.client_can_subscribe(CAPS)
     assert not legacy.client_can_subscribe({"resources": {}})
+
+
+class RefusingUpstream(ScriptedUpstream):
+    """Refuses every resources/subscribe (an unknown URI, say)."""
+
+    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+        await super().execute(call, exchange)
+        return Failure(FailureKind.RESOURCE_NOT_FOUND, "no such resource")
+
+
+async def test_a_refused_subscribe_leaves_nothing_behind() -> None:
+    hub = SubscriptionHub(RefusingUpstream())
+    hub.join("s1", "alice", Recorder(), PROFILE, client=CLIENT)
+    for n in range(50):
+        call = subscribe_call(f"file:///missing/{n}")
+        outcome = await hub.subscribe("s1", call, exchange_for(call))
+        assert isinstance(outcome, Failure)
+    listener = hub.listener("s1")
+    assert listener is not None and not listener.uris
+    assert len(hub._locks) == 0 and not hub._counts
+
+
+async def test_one_session_holds_a_bounded_number_of_subscriptions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(subscriptions, "MAX_SUBSCRIPTIONS", 3)
+    upstream = ScriptedUpstream()
+    hub = SubscriptionHub(upstream)
+    hub.join("s1", "alice", Recorder(), PROFILE, client=CLIENT)
+    hub.join("s2", "alice", Recorder(), PROFILE, client=CLIENT)
+    for n in range(3):
+        call = subscribe_call(f"file:///{n}")
+        assert await hub.subscribe("s1", call, exchange_for(call)) == Value({})
+    again = subscribe_call("file:///0")
+    assert await hub.subscribe("s1", again, exchange_for(again)) == Value({})  # held already
+    call = subscribe_call("file:///3")
+    outcome = await hub.subscribe("s1", call, exchange_for(call))
+    assert isinstance(outcome, Failure) and outcome.kind is FailureKind.QUOTA_EXCEEDED
+    assert ("resources/subscribe", "file:///3") not in upstream.requests
+    # The bound is the session's: another session of the same caller is not refused.
+    assert await hub.subscribe("s2", call, exchange_for(call)) == Value({})
+    long = subscribe_call("file:///" + "x" * subscriptions.MAX_URI_LENGTH)
+    outcome = await hub.subscribe("s2", long, exchange_for(long))
+    assert isinstance(outcome, Failure) and outcome.kind is FailureKind.QUOTA_EXCEEDED
