@@ -80,9 +80,9 @@ class Backend:
             return None
         return self._profile
 
-    def listed_tool(self, name: str) -> dict[str, Any] | None:
-        """A tool as the upstream listed it through this route (None: not seen)."""
-        return self.link.listed_tool(name)
+    def listed_tool(self, principal: str, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream listed it to ``principal`` (None: not seen)."""
+        return self.link.listed_tool(principal, name)
 
     @property
     def upstream_revision(self) -> str | None:

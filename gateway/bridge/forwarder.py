@@ -141,6 +141,8 @@ class Forwarder:
             return self._discover(call, exchange.profile)
         if op is Operation.CANCELLED:
             return Value({})  # cancellation reaches the upstream through the closed call
+        if call.is_notification:
+            return await self._notification(call, exchange)
         subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
         hub = self.subscriptions
         if op in subscription:
@@ -222,6 +224,14 @@ class Forwarder:
             # The client's own upstream session (or its pool) asks for the roots again.
             await self.upstream.notify(call, exchange)
         return Value({})  # initialized, progress: the gateway's own session's business
+
+    async def _notification(self, call: Call, exchange: Exchange) -> Outcome:
+        """A notification the gateway has no use for (a vendor's) goes to the client's
+        upstream session as one; a stateless upstream has nowhere to take it.  Never
+        as a request: nothing would answer it, and its wait would hold a slot."""
+        if not self.upstream.stateless:
+            await self.upstream.notify(call, exchange)
+        return Value({})
 
     async def end_session(self, exchange: Exchange) -> None:
         """The client's session ended: so does its own upstream session."""

@@ -39,6 +39,8 @@ class Downstream:
     ask: Asker | None
     notify: EventSink
     carries_asks: bool = False
+    # Set once the client's session has ended: nothing is opened upstream for it after.
+    ended: bool = False
 
 
 @dataclass(slots=True)

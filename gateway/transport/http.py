@@ -185,7 +185,7 @@ class Endpoint:
             def forget() -> None:
                 self._logs.pop(session_id, None)
 
-            session.on_close.append(forget)
+            session.on_end(forget)
         return log
 
     def _failure(self, adapter: Adapter, failure: Failure) -> web.Response:
@@ -227,6 +227,8 @@ class Endpoint:
             refusal = await self._read(request, preamble)
         except (ConnectionError, asyncio.IncompleteReadError):
             return Plain(400)
+        if session is not None and session.closed:
+            session = preamble.session = None  # deleted while its body was arriving
         if refusal is None and session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
             refusal = self.pipeline.refusal(preamble, failure, first_id(preamble.body))

@@ -347,7 +347,7 @@ class Pipeline:
         def end() -> None:
             self.spawn(forwarder.end_session(ending))
 
-        session.on_close.append(end)
+        session.on_end(end)
 
     def _join(
         self, arrival: Arrival, session: Session, profile: ServerProfile, client: ClientContext
@@ -377,7 +377,7 @@ class Pipeline:
             downstream=session.downstream,
         )
         if fresh:
-            session.on_close.append(lambda: hub.leave(session.id, upstream_gone=True))
+            session.on_end(lambda: hub.leave(session.id, upstream_gone=True))
 
     # --------------------------------------------- replies, notifications
 
@@ -394,8 +394,10 @@ class Pipeline:
                         session.view.initialized = True
                 elif item.operation is Operation.CANCELLED:
                     self.cancel(arrival.running, item.params.get("requestId"))
-                else:
+                elif self.route.notices.acquire(arrival.principal) is None:
                     self.spawn(self._notify(arrival, item, send))
+                else:
+                    log.info("notification dropped: too many in progress", method=item.method)
 
     @staticmethod
     def cancel(running: Running | None, request_id: Any) -> bool:
@@ -407,14 +409,16 @@ class Pipeline:
         return True
 
     async def _notify(self, arrival: Arrival, call: Call, send: Send | None) -> None:
-        profile = await self.profile(arrival)
-        if isinstance(profile, Failure):
-            log.info("notification not forwarded", method=call.method, error=profile.message)
-            return
         try:
+            profile = await self.profile(arrival)
+            if isinstance(profile, Failure):
+                log.info("notification not forwarded", method=call.method, error=profile.message)
+                return
             await self.route.forwarder.handle(call, self._exchange(arrival, profile, call, send))
         except Exception:  # a notification has nobody to tell; log and move on
             log.exception("notification failed", method=call.method)
+        finally:
+            self.route.notices.release(arrival.principal)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Background work the transport does not wait for (counted for the drain)."""
@@ -494,7 +498,7 @@ class Pipeline:
             return None
         if arrival.preamble.transport != "http" or call.name is None:
             return None
-        tool = self.route.backend.listed_tool(call.name)
+        tool = self.route.backend.listed_tool(arrival.principal, call.name)
         if tool is None:
             return None  # never listed here: the client cannot know its headers either
         arguments = call.params.get("arguments")

@@ -44,6 +44,9 @@ class Route:
     # Calls in flight and open standalone streams, per principal and in all.
     calls: Quota = field(default_factory=lambda: Quota("calls in flight", 200, 2_000))
     streams: Quota = field(default_factory=lambda: Quota("open streams", 100, 1_000))
+    # Client notifications being passed on (nobody waits for them: past the bound,
+    # a flood is dropped rather than held in memory while the upstream is slow).
+    notices: Quota = field(default_factory=lambda: Quota("notifications in progress", 64, 1_000))
 
     @property
     def forwarder(self) -> Forwarder:

@@ -71,7 +71,17 @@ class Session:
         future.set_result(answer)
         return True
 
+    def on_end(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` once when the session ends (at once if it has ended: a request
+        still arriving when its session was deleted must not leave state behind)."""
+        if self.closed:
+            hook()
+        else:
+            self.on_close.append(hook)
+
     def close(self) -> None:
+        if self.downstream is not None:
+            self.downstream.ended = True
         if not self.closed:
             for hook in self.on_close:
                 hook()

@@ -31,20 +31,21 @@ from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, sta
 from gateway.upstream.http import StreamableHttpCarrier, open_legacy_sse_probe
 from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
-from gateway.upstream.sessions import SessionCallback, SessionPool
+from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.stdio import StdioCarrier
-from gateway.upstream.tools import ToolIndex
+from gateway.upstream.tools import ToolBook
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]
 
 # The key of the one session a shared stdio child holds.
-SHARED = "stdio"
+SHARED = SHARED_KEY
 
 log = structlog.get_logger(__name__)
 
 # How many capability sets' pool digests a link remembers (then it starts again).
 MAX_DIGESTS = 256
+MAX_DIGEST_KEY = 4096
 
 
 class UpstreamLink:
@@ -84,7 +85,7 @@ class UpstreamLink:
         self._sessions = SessionPool(
             settings, adapters, http, (self._primary, self._streamable), self._calls
         )
-        self._tools = ToolIndex()
+        self._tools = ToolBook()
 
     def pool_counts(self) -> tuple[int, int]:
         """Keep-alive connections to the upstream: (carrying a request, idle)."""
@@ -162,6 +163,10 @@ class UpstreamLink:
         (re-opened after it expired, or after a restart, included)."""
         self._sessions.on_session = callback
 
+    def keep_watched(self, watched: Callable[[str], bool]) -> None:
+        """``watched(scope)``: someone listens through that pool, so it is not idle."""
+        self._sessions.watched = watched
+
     @property
     def _shared(self) -> bool:
         return self.settings.transport == "stdio" and self.settings.shared
@@ -188,9 +193,10 @@ class UpstreamLink:
             declared = adapter.client_project_capabilities(dict(capabilities))
             raw = orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)
             digest = hashlib.sha256(raw).hexdigest()[:16]
-            if len(self._digests) >= MAX_DIGESTS:
-                self._digests.clear()
-            self._digests[given] = digest
+            if len(given[1]) <= MAX_DIGEST_KEY:  # a client's huge declaration: not kept
+                if len(self._digests) >= MAX_DIGESTS:
+                    self._digests.clear()
+                self._digests[given] = digest
         return f"p:{exchange.principal}:{digest}"
 
     async def attach(self, exchange: Exchange) -> None:
@@ -275,7 +281,8 @@ class UpstreamLink:
                     continue  # the session ended upstream: initialize again, once
                 return carrier_failure(exc)
             if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
-                self._tools.learn(session.adapter, outcome, param_headers=False)
+                tools = self._tools.of(exchange.principal)
+                tools.learn(session.adapter, outcome, param_headers=False)
             return outcome
         raise AssertionError("unreachable")
 
@@ -290,29 +297,30 @@ class UpstreamLink:
         except Failure as failure:
             return failure
         if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
-            outcome = self._learn_modern(adapter, outcome)
+            outcome = self._learn_modern(adapter, outcome, exchange.principal)
         if isinstance(outcome, Failure) and outcome.kind is FailureKind.UNSUPPORTED_VERSION:
             self.forget()  # the upstream changed revision under us
         return outcome
 
     # ------------------------------------------------------- what tools say
 
-    def _learn_modern(self, adapter: Adapter, outcome: Value) -> Value:
+    def _learn_modern(self, adapter: Adapter, outcome: Value, principal: str) -> Value:
         # Only Streamable HTTP carries Mcp-Param-* headers.
         headers = self._primary is self._streamable
-        return self._tools.learn(adapter, outcome, param_headers=headers)
+        return self._tools.of(principal).learn(adapter, outcome, param_headers=headers)
 
     async def task_support(self, call: Call, exchange: Exchange) -> str | None:
         """The called tool's `execution.taskSupport` (its tool list is read once
         when the tool was never listed)."""
-        facts = await self._tools.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+        index = self._tools.of(exchange.principal)
+        facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.task_support if facts is not None else None
 
-    def listed_tool(self, name: str) -> dict[str, Any] | None:
-        """A tool as the upstream's last list through here showed it (None: not seen).
+    def listed_tool(self, principal: str, name: str) -> dict[str, Any] | None:
+        """A tool as the upstream's last list to ``principal`` showed it (None: not seen).
         Never reads the list itself: a read would take the place of a client's call
         and hear asks meant for it (a client learns a tool from a list anyway)."""
-        facts = self._tools.known(name)
+        facts = self._tools.known(principal, name)
         return facts.listed if facts is not None else None
 
     async def _param_headers(
@@ -324,9 +332,11 @@ class UpstreamLink:
         async def list_page(listing: Call) -> Outcome:
             channel = Channel(adapter, self._primary)
             outcome = await self._calls.run(channel, listing, quiet(exchange))
-            return self._learn_modern(adapter, outcome) if isinstance(outcome, Value) else outcome
+            if not isinstance(outcome, Value):
+                return outcome
+            return self._learn_modern(adapter, outcome, exchange.principal)
 
-        facts = await self._tools.lookup(call, list_page)
+        facts = await self._tools.of(exchange.principal).lookup(call, list_page)
         arguments = call.params.get("arguments")
         if facts is None or not facts.param_paths or not isinstance(arguments, dict):
             return {}

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from gateway.core import (
     ServerProfile,
 )
 from gateway.core import jsonrpc as rpc
+from gateway.core.keylocks import KeyedLocks
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
 from gateway.upstream.calls import Calls, Channel, InFlight, quiet, roundtrip
@@ -43,13 +45,36 @@ from gateway.upstream.stdio import StdioCarrier
 log = structlog.get_logger(__name__)
 
 SessionCallback = Callable[[str], Coroutine[Any, Any, None]]
-# Pools (stateless clients' shared sessions) one principal may hold at once: the
-# least recently used idle one is ended to make room.
+# Pools (stateless clients' shared sessions) one principal may hold at once, and
+# all principals together: the least recently used idle one (the principal's own,
+# then anyone's) is ended to make room; with none idle, the new one is refused.
+# The bound in all is above what the route's other quotas let be busy at once
+# (calls in flight, parked calls, open streams: 2,000 + 1,000 + 1,000 by default),
+# so a flood of callers meets those first, and an idle pool is always found to end.
 MAX_POOLS_PER_PRINCIPAL = 16
+MAX_POOLS = 4096
+# A pool nobody has used for this long is ended (seconds); the next call re-opens it.
+POOL_IDLE = 600.0
 # How long a new session's first call waits for the session's own stream (seconds).
 LISTEN_SETTLE = 2.0
 # How long ending a session waits for the cancel notices sent before it (seconds).
 NOTICE_GRACE = 2.0
+
+SHARED_KEY = "stdio"  # the one session of a route whose stdio child all callers share
+
+
+def _busy(kind: FailureKind, limit: int) -> Failure:
+    """Every shared upstream session in the way of a new one is in use."""
+    whose = "this caller's" if kind is FailureKind.QUOTA_EXCEEDED else "the gateway's"
+    return Failure(
+        kind,
+        f"all {limit} of {whose} shared upstream sessions are busy; try again later",
+        {"quota": "shared upstream sessions", "limit": limit},
+    )
+
+
+def _ended() -> Failure:
+    return Failure(FailureKind.SESSION_NOT_FOUND, "the client's session has ended")
 
 
 @dataclass(kw_only=True)
@@ -68,6 +93,7 @@ class LegacySession(Channel):
     key: str | None = None
     downstream: Downstream | None = None
     principal: str = ""
+    last_used: float = field(default_factory=time.monotonic)
     # A pool's questions asked outside any call, waiting for its next call.
     # Questions held for the pool's next call; a future's None: answered and sent upstream.
     held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
@@ -93,7 +119,12 @@ class SessionPool:
         self._primary, self._streamable = carriers
         self._calls = calls
         self._sessions: OrderedDict[str, LegacySession] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: KeyedLocks[str] = KeyedLocks()
+        # Pools being opened, per principal: counted against the bounds meanwhile.
+        self._opening: Counter[str] = Counter()
+        self._sweeper: asyncio.TimerHandle | None = None
+        # Whether someone still listens through a pool (its notifications): not idle.
+        self.watched: Callable[[str], bool] = lambda key: False
         # The level each key's client last set: a re-opened session gets it again.
         self._levels: dict[str, str] = {}
         self.offcall = OffCall(calls, settings.url)
@@ -116,24 +147,40 @@ class SessionPool:
         """``key``'s session, opened (with ``adapter``'s revision offered, and the
         exchange's client declared) if there is none."""
         session = self._sessions.get(key)
-        if session is not None:
+        if session is None:
+            async with self._locks.hold(key):
+                session = self._sessions.get(key)
+                if session is None:
+                    session = await self._open_for(key, exchange, transport, adapter)
+        else:
             self._sessions.move_to_end(key)
-            return session
-        async with self._locks.setdefault(key, asyncio.Lock()):
-            session = self._sessions.get(key)
-            if session is None:
-                session = await self._open_for(key, exchange, transport, adapter)
-            return session
+        session.last_used = time.monotonic()
+        return session
 
     async def _open_for(
         self, key: str, exchange: Exchange, transport: str, adapter: Adapter
     ) -> LegacySession:
-        if exchange.downstream is None:
-            await self._make_room(exchange.principal)
+        downstream = exchange.downstream
+        principal = exchange.principal
+        if downstream is None and key != SHARED_KEY:
+            await self._make_room(principal)
+            self._opening[principal] += 1
+        elif downstream is not None and downstream.ended:
+            raise _ended()
         reopened = key in self._levels
-        session = await self.open(transport, exchange.forward_headers, adapter, exchange, key=key)
-        session.principal = exchange.principal
+        try:
+            session = await self.open(transport, exchange.forward_headers, adapter, exchange, key)
+        finally:
+            if downstream is None and key != SHARED_KEY:
+                self._opening -= Counter({principal: 1})
+        session.principal = principal
+        if downstream is not None and downstream.ended:
+            # The client's session ended while this one was opening: nobody will end it.
+            await self._terminate(session)
+            raise _ended()
         self._sessions[key] = session
+        if downstream is None:
+            self._sweep_later()
         level = self._levels.get(key)
         if level is not None:
             await self._set_level(session, level, exchange)
@@ -144,19 +191,55 @@ class SessionPool:
             log.info("upstream session re-opened", upstream=self.settings.url)
         return session
 
+    def _pools(self) -> list[LegacySession]:
+        """Stateless clients' shared sessions, least recently used first."""
+        return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
+
+    def _idle(self, session: LegacySession) -> bool:
+        busy = session.inflight.calls or session.held
+        return not busy and not self.watched(session.key or "")
+
     async def _make_room(self, principal: str) -> None:
-        """A principal holds at most MAX_POOLS_PER_PRINCIPAL pools: end its least
-        recently used idle one (never another principal's)."""
-        pools = [
-            s
-            for s in self._sessions.values()
-            if s.downstream is None and s.principal == principal and s.key != "stdio"
+        """Room for one more pool of ``principal``'s, within both bounds: the least
+        recently used idle pool is ended (the principal's own first); a Failure when
+        every pool in the way is busy."""
+        pools = self._pools()
+        mine = [s for s in pools if s.principal == principal]
+        if len(mine) + self._opening[principal] >= MAX_POOLS_PER_PRINCIPAL:
+            await self._end_idle(mine, _busy(FailureKind.QUOTA_EXCEEDED, MAX_POOLS_PER_PRINCIPAL))
+            pools = self._pools()
+        if len(pools) + self._opening.total() >= MAX_POOLS:
+            await self._end_idle(pools, _busy(FailureKind.OVERLOADED, MAX_POOLS))
+
+    async def _end_idle(self, pools: list[LegacySession], refusal: Failure) -> None:
+        idle = next((s for s in pools if self._idle(s)), None)
+        if idle is None or idle.key is None:
+            raise refusal
+        await self.end(idle.key)
+
+    def _sweep_later(self) -> None:
+        if self._sweeper is None:
+            loop = asyncio.get_running_loop()
+            self._sweeper = loop.call_later(POOL_IDLE / 4, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        for key in self.expired(time.monotonic()):
+            self._calls.spawn(self._end_quietly(key))
+        if self._pools():
+            self._sweep_later()
+
+    def expired(self, now: float) -> list[str]:
+        """The keys of the pools idle for longer than POOL_IDLE at ``now``."""
+        return [
+            s.key
+            for s in self._pools()
+            if s.key is not None and now - s.last_used > POOL_IDLE and self._idle(s)
         ]
-        if len(pools) < MAX_POOLS_PER_PRINCIPAL:
-            return
-        idle = next((s for s in pools if not s.inflight.calls and not s.held), None)
-        if idle is not None and idle.key is not None:
-            await self.end(idle.key)
+
+    async def _end_quietly(self, key: str) -> None:
+        log.info("ending an idle upstream session", upstream=self.settings.url)
+        await self.end(key)
 
     async def drop(self, key: str, session: LegacySession) -> None:
         """Forget a session that stopped working (the next call opens a new one); it
@@ -169,7 +252,6 @@ class SessionPool:
         """The client the session served is gone: end it upstream (DELETE)."""
         session = self._sessions.pop(key, None)
         self._levels.pop(key, None)
-        self._locks.pop(key, None)
         if session is None:
             return False
         await self._terminate(session)
@@ -199,6 +281,9 @@ class SessionPool:
 
     async def close(self) -> None:
         """End every session (DELETE) and close the carriers they own."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:

@@ -5,10 +5,15 @@ HTTP upstream wants mirrored into Mcp-Param-* headers, and whether a
 handshake-era tool runs as a task (`execution.taskSupport`).  Both come from
 tools/list: every list that passes through teaches the index, and a call
 for a tool the index never saw reads the whole list once.
+
+An upstream may list different tools to different callers (by their token's
+scopes, say): each principal has an index of its own, taught only by the lists
+read with its own credentials.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +25,12 @@ from gateway.protocol import Adapter
 from gateway.upstream.calls import read_pages
 
 log = structlog.get_logger(__name__)
+
+# Tools one principal's index remembers at once: lists that rename tools again and
+# again would grow it for ever; past the bound it starts again (the next unknown
+# tool re-reads).  Principals with an index at once: the least recently used goes.
+MAX_TOOLS = 2_000
+MAX_PRINCIPALS = 128
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class ToolIndex:
                 log.warning("dropping a tool with an invalid x-mcp-header", tool=name)
                 continue
             if isinstance(name, str):
+                if len(self._tools) >= MAX_TOOLS and name not in self._tools:
+                    self.reset()
                 self._tools[name] = ToolFacts(paths, _task_support(tool), tool)
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
@@ -80,6 +93,32 @@ class ToolIndex:
             async for _ in read_pages(Operation.TOOLS_LIST, call.client, run):
                 pass
         return self._tools.get(name)
+
+
+class ToolBook:
+    """One :class:`ToolIndex` per principal, the least recently used dropped past
+    MAX_PRINCIPALS (its next call reads the list again)."""
+
+    def __init__(self) -> None:
+        self._indexes: OrderedDict[str, ToolIndex] = OrderedDict()
+
+    def of(self, principal: str) -> ToolIndex:
+        index = self._indexes.get(principal)
+        if index is None:
+            if len(self._indexes) >= MAX_PRINCIPALS:
+                self._indexes.popitem(last=False)
+            index = self._indexes[principal] = ToolIndex()
+        else:
+            self._indexes.move_to_end(principal)
+        return index
+
+    def known(self, principal: str, name: str) -> ToolFacts | None:
+        """Without making room: a lookup that finds nothing leaves nothing behind."""
+        index = self._indexes.get(principal)
+        return index.known(name) if index is not None else None
+
+    def reset(self) -> None:
+        self._indexes.clear()
 
 
 def _param_paths(adapter: Adapter, tool: Any) -> dict[tuple[str, ...], str] | None:

@@ -155,6 +155,11 @@ class FakeUpstream:
         self.abandoned = 0  # `wedged`: requests the client closed unanswered
         self._cancel_seen = asyncio.Condition()
         self.sessions: set[str] = set()
+        # Methods of the notifications received, and of the requests it did not know.
+        self.notified: list[str] = []
+        self.unknown: list[str] = []
+        # Set to an Event: vendor notifications are held (unanswered) until it is set.
+        self.hold_notices: asyncio.Event | None = None
         self.url = ""
         self._runner: web.AppRunner | None = None
         # Every TCP connection a request came on (its transport): how many were opened.
@@ -392,6 +397,9 @@ class FakeUpstream:
         ):
             return await self._response(message)
         if id_ is None:  # a notification
+            self.notified.append(str(method))
+            if self.hold_notices is not None and str(method).startswith("notifications/vendor"):
+                await self.hold_notices.wait()
             if method == "notifications/cancelled":
                 await self._record_cancel(message)
             return web.Response(status=202)
@@ -437,6 +445,7 @@ class FakeUpstream:
             if self.announce:
                 print("call", flush=True)
             return await self._call(request, id_, message.get("params") or {})
+        self.unknown.append(str(method))
         return web.json_response(_rpc_error(id_, -32601, f"Method not found: {method}"))
 
     async def _call(

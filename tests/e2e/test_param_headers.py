@@ -159,3 +159,60 @@ async def test_a_modern_clients_param_headers_are_checked_against_the_tool(tmp_p
                 assert reply.status == 200, reply.text
     finally:
         await runner.cleanup()
+
+
+def _query_tool(header: str) -> dict[str, Any]:
+    region = {"type": "string", "x-mcp-header": header}
+    return {"name": "query", "inputSchema": {"type": "object", "properties": {"region": region}}}
+
+
+async def test_each_principal_calls_tools_as_its_own_list_shows_them(tmp_path: Path) -> None:
+    """An upstream may list a tool differently to different callers: a call is shaped
+    by the list its own caller's credentials read, never by another caller's."""
+    lists = {"Bearer alice": [_query_tool("Region")], "Bearer bob": [_query_tool("Zone")]}
+    seen: list[dict[str, str]] = []
+
+    async def handle(request_: web.Request) -> web.Response:
+        body = await request_.json()
+        method, id_ = body.get("method"), body.get("id")
+        if method == "server/discover":
+            result: dict[str, Any] = {"supportedVersions": [MODERN], "capabilities": {"tools": {}}}
+        elif method == "tools/list":
+            result = {"tools": lists[request_.headers["Authorization"]]}
+        else:
+            seen.append({k: v for k, v in request_.headers.items() if k.startswith("Mcp-Param")})
+            result = {"content": [{"type": "text", "text": "ok"}]}
+        result.update(resultType="complete", ttlMs=0, cacheScope="private")
+        return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    arguments = {"region": "north"}
+    try:
+        with gateway(f"/mcp=http://127.0.0.1:{port}/mcp", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                # Alice lists the tools first; Bob calls at once (his client knew the
+                # tool already), so the gateway reads the list with Bob's credentials.
+                for who in ("alice", "bob"):
+                    auth = {"Authorization": f"Bearer {who}"}
+                    if who == "alice":
+                        listing = modern_request(1, "tools/list")
+                        headers = {**modern_headers("tools/list"), **auth}
+                        listed = await post(http, gw.url("/mcp"), listing, headers)
+                        assert listed.status == 200, listed.text
+                    body = modern_request(
+                        2, "tools/call", {"name": "query", "arguments": arguments}
+                    )
+                    mirrored = "Region" if who == "alice" else "Zone"
+                    headers = {**modern_headers("tools/call", "query"), **auth}
+                    headers[f"Mcp-Param-{mirrored}"] = "north"
+                    reply = await post(http, gw.url("/mcp"), body, headers)
+                    assert reply.status == 200, (who, reply.text)
+                    assert seen[-1] == {f"Mcp-Param-{mirrored}": "north"}, who
+    finally:
+        await runner.cleanup()

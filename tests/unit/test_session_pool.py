@@ -1,0 +1,146 @@
+"""SessionPool's bounds on shared (stateless clients') upstream sessions: per
+principal, in all, and idle expiry.  Opening is replaced by a stand-in: what is
+under test is which sessions the pool keeps, ends and refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from gateway.core import (
+    Call,
+    ClientContext,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    ServerProfile,
+)
+from gateway.protocol.selection import AdapterSet
+from gateway.upstream import sessions as pool_module
+from gateway.upstream.calls import Calls
+from gateway.upstream.sessions import LegacySession, SessionPool
+from gateway.upstream.settings import UpstreamSettings
+
+ADAPTER = AdapterSet.default().by_version["2025-11-25"]
+
+
+class _Carrier:
+    is_session = False
+
+    async def terminate(self, headers: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class Pool(SessionPool):
+    """Opens stand-in sessions (no upstream); ``gate`` holds opens when set."""
+
+    def __init__(self) -> None:
+        carrier: Any = _Carrier()
+        super().__init__(
+            UpstreamSettings("http://127.0.0.1:9/mcp"),
+            AdapterSet.default(),
+            None,  # type: ignore[arg-type]
+            (carrier, carrier),
+            Calls(itertools.count(1)),
+        )
+        self.ended: list[str] = []
+        self.gate: asyncio.Event | None = None
+
+    async def open(self, *args: Any, **kwargs: Any) -> LegacySession:
+        if self.gate is not None:
+            await self.gate.wait()
+        return LegacySession(ADAPTER, _Carrier(), None, profile=ServerProfile(), key=args[4])  # type: ignore[arg-type]
+
+    async def end(self, key: str) -> bool:
+        self.ended.append(key)
+        return await super().end(key)
+
+
+def exchange(principal: str) -> Exchange:
+    call = Call(1, Operation.TOOLS_CALL, "tools/call", {}, ClientContext("2026-07-28"))
+    return Exchange(call=call, route="/mcp", profile=ServerProfile(), principal=principal)
+
+
+async def fill(pool: Pool, principal: str, count: int, start: int = 0) -> list[LegacySession]:
+    return [
+        await pool.get(f"p:{principal}:{n}", exchange(principal), "http", ADAPTER)
+        for n in range(start, start + count)
+    ]
+
+
+def busy(session: LegacySession) -> None:
+    session.inflight.calls[1] = (exchange(session.principal), 1)
+
+
+async def test_a_principal_over_its_bound_ends_its_own_least_recently_used_idle_pool() -> None:
+    pool = Pool()
+    limit = pool_module.MAX_POOLS_PER_PRINCIPAL
+    mine = await fill(pool, "alice", limit)
+    await fill(pool, "bob", 2)
+    await pool.get("p:alice:0", exchange("alice"), "http", ADAPTER)  # used again: not LRU
+    await fill(pool, "alice", 1, start=limit)
+    assert pool.ended == ["p:alice:1"]
+    assert len(pool) == limit + 2
+    for session in mine[2:]:
+        busy(session)
+    await fill(pool, "alice", 1, start=limit + 1)
+    assert pool.ended[-1] == "p:alice:0"
+    for session in pool._pools():
+        if session.principal == "alice":
+            busy(session)
+    with pytest.raises(Failure) as refused:
+        await fill(pool, "alice", 1, start=limit + 2)
+    assert refused.value.kind is FailureKind.QUOTA_EXCEEDED
+    assert not any(key.startswith("p:bob") for key in pool.ended)  # never another's
+
+
+async def test_all_principals_together_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "MAX_POOLS", 4)
+    pool = Pool()
+    first = await fill(pool, "a", 1)
+    await fill(pool, "b", 1)
+    await fill(pool, "c", 2)
+    await fill(pool, "d", 1)
+    assert pool.ended == ["p:a:0"] and len(pool) == 4
+    for session in pool._pools():
+        busy(session)
+    with pytest.raises(Failure) as refused:
+        await fill(pool, "e", 1)
+    assert refused.value.kind is FailureKind.OVERLOADED
+    assert first[0].closed
+
+
+async def test_concurrent_opens_do_not_overshoot_the_bound() -> None:
+    pool = Pool()
+    limit = pool_module.MAX_POOLS_PER_PRINCIPAL
+    await fill(pool, "alice", limit - 1)
+    pool.gate = asyncio.Event()
+    opens = [
+        asyncio.create_task(pool.get(f"p:alice:new{n}", exchange("alice"), "http", ADAPTER))
+        for n in range(3)
+    ]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    pool.gate.set()
+    await asyncio.wait_for(asyncio.gather(*opens), 5)
+    assert len([s for s in pool._pools() if s.principal == "alice"]) == limit
+
+
+async def test_idle_pools_expire_and_busy_or_watched_ones_do_not() -> None:
+    pool = Pool()
+    idle, running, watched, _recent = await fill(pool, "alice", 4)
+    busy(running)
+    pool.watched = lambda key: key == watched.key
+    now = time.monotonic()
+    for session in (idle, running, watched):
+        session.last_used = now - pool_module.POOL_IDLE - 1
+    assert pool.expired(now) == [idle.key]
+    await pool.close()
