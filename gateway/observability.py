@@ -45,6 +45,9 @@ call_log = structlog.get_logger("gateway.calls")
 # How many distinct sets of a record's label fields a gateway remembers the labelled
 # metrics of (then it starts again).
 MAX_SEEN_LABELS = 1024
+# A record whose values are longer than this in all is not remembered (a method
+# name is the client's: a flood of long ones would be kept otherwise).
+MAX_SEEN_KEY = 256
 
 
 class _Levels:
@@ -331,6 +334,8 @@ class Metrics:
 
     def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
         """Bounded: unknown methods all share the ``other`` label, not their own entry."""
+        if sum(len(part) for part in given if isinstance(part, str)) > MAX_SEEN_KEY:
+            return
         if len(self._seen) >= MAX_SEEN_LABELS:
             self._seen.clear()
         with contextlib.suppress(TypeError):

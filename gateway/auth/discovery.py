@@ -31,6 +31,9 @@ log = structlog.get_logger(__name__)
 MAX_DOCUMENT = 256 * 1024
 FETCH_TIMEOUT = 5.0
 CACHE_TTL = 60.0
+# Documents kept at once: their URLs come from upstream challenges, so an upstream
+# that names a new one each time must not grow the cache without end.
+MAX_CACHED = 64
 
 
 class DocumentFetcher:
@@ -48,8 +51,17 @@ class DocumentFetcher:
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
         document = await self._fetch(url)
+        self._cache.pop(url, None)
+        if len(self._cache) >= MAX_CACHED:
+            self._evict(now)
         self._cache[url] = (now, document)
         return document
+
+    def _evict(self, now: float) -> None:
+        """The expired documents; if none, the oldest (the cache is in fetch order)."""
+        expired = [url for url, (at, _) in self._cache.items() if now - at >= self._ttl]
+        for url in expired or [next(iter(self._cache))]:
+            del self._cache[url]
 
     async def _fetch(self, url: str) -> Any:
         if not url.startswith(("http://", "https://")):

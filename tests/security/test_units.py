@@ -10,14 +10,27 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from gateway.auth.discovery import MAX_CACHED, DocumentFetcher
 from gateway.bridge.backend import _spawnable
-from gateway.core import FailureKind
+from gateway.core import (
+    Call,
+    ClientContext,
+    Exchange,
+    FailureKind,
+    Operation,
+    ServerProfile,
+    Value,
+)
 from gateway.core.limits import DescriptorBudget
 from gateway.core.quota import Quota
-from gateway.observability import MAX_LOG_FIELD, truncate_fields
+from gateway.observability import MAX_LOG_FIELD, Metrics, truncate_fields
+from gateway.protocol.selection import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.upstream.carrier import CarrierError
+from gateway.upstream.link import UpstreamLink
+from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.stdio import StdioCarrier
+from gateway.upstream.tools import MAX_PRINCIPALS, MAX_TOOLS, ToolBook, ToolIndex
 from tests.security.harness import gateway
 
 
@@ -91,3 +104,74 @@ async def test_readyz_is_200_for_a_stdio_route(tmp_path: Path, upstream: str) ->
                 async with http.get(gw.base + "/readyz") as resp:
                     body = await resp.json()
                     assert resp.status == 200, body
+
+
+def test_metrics_remember_no_long_method_names() -> None:
+    """The label shortcut table is keyed by what the record says: a flood of distinct
+    megabyte-long method names must not be kept (they all count as ``other``)."""
+    metrics = Metrics()
+    long = "x" * (1 << 20)
+    for n in range(64):
+        metrics.observe(
+            {
+                "route": "/mcp",
+                "method": f"{n}{long}",
+                "client_revision": "2025-11-25",
+                "upstream_revision": "2025-11-25",
+                "outcome": "value",
+            }
+        )
+    kept = sum(len(str(part)) for given in metrics._seen for part in given)
+    assert kept < 64 * 1024, kept
+    text = metrics.render().decode()
+    assert 'method="other"' in text and "xxxx" not in text
+
+
+async def test_the_pool_key_cache_keeps_no_huge_capability_declarations() -> None:
+    """A stateless client's capabilities pick its shared upstream session; the cache
+    of their digests must not keep a flood of megabyte-long declarations."""
+    adapter = AdapterSet.default().by_version["2025-11-25"]
+    async with aiohttp.ClientSession() as http:
+        link = UpstreamLink(UpstreamSettings("http://127.0.0.1:9/mcp"), AdapterSet.default(), http)
+        try:
+            for n in range(64):
+                client = ClientContext("2026-07-28", capabilities={"x": {str(n): "y" * (1 << 20)}})
+                call = Call(1, Operation.TOOLS_CALL, "tools/call", {}, client)
+                exchange = Exchange(call=call, route="/mcp", profile=ServerProfile())
+                assert link._session_key(exchange, adapter).startswith("p:anonymous:")
+            assert sum(len(raw) for _, raw in link._digests) < 64 * 1024
+        finally:
+            await link.close()
+
+
+async def test_the_discovery_cache_is_bounded() -> None:
+    """Metadata URLs come from an upstream's challenges: a new one each time must not
+    grow the cache without end (none of these is fetched: not http)."""
+    async with aiohttp.ClientSession() as http:
+        fetcher = DocumentFetcher(http)
+        for n in range(MAX_CACHED * 3):
+            assert await fetcher.get(f"file:///metadata/{n}") is None
+        assert len(fetcher._cache) == MAX_CACHED
+        assert f"file:///metadata/{MAX_CACHED * 3 - 1}" in fetcher._cache
+
+
+def test_the_tool_index_is_bounded() -> None:
+    index = ToolIndex()
+    adapter = AdapterSet.default().by_version["2025-11-25"]
+    for page in range(3):
+        tools = [{"name": f"t{page}-{n}", "inputSchema": {}} for n in range(MAX_TOOLS // 2 + 1)]
+        index.learn(adapter, Value({"tools": tools}), param_headers=False)
+    assert len(index._tools) <= MAX_TOOLS
+    assert index.known(f"t2-{MAX_TOOLS // 2}") is not None
+
+
+def test_each_principal_has_a_tool_index_of_its_own_and_they_are_bounded() -> None:
+    book = ToolBook()
+    book.of("alice")._tools["secret"] = object()  # type: ignore[assignment]
+    assert book.known("alice", "secret") is not None
+    assert book.known("bob", "secret") is None
+    assert book.known("carol", "anything") is None and len(book._indexes) == 1
+    for n in range(MAX_PRINCIPALS + 5):
+        book.of(f"p{n}")
+    assert len(book._indexes) == MAX_PRINCIPALS
+    assert book.known("alice", "secret") is None  # the least recently used went
