@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import ServerProfile
+from gateway.core import Call, Exchange, ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.link import UpstreamLink, Verdict
 
@@ -80,9 +80,9 @@ class Backend:
             return None
         return self._profile
 
-    def listed_tool(self, principal: str, name: str) -> dict[str, Any] | None:
-        """A tool as the upstream listed it to ``principal`` (None: not seen)."""
-        return self.link.listed_tool(principal, name)
+    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
+        """The tool ``call`` names as the upstream lists it to the caller (None: none)."""
+        return await self.link.declared_tool(call, exchange)
 
     @property
     def upstream_revision(self) -> str | None:

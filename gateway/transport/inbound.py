@@ -453,7 +453,7 @@ class Pipeline:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            refused = self._check_param_headers(arrival, call)
+            refused = await self._check_param_headers(arrival, call, exchange)
             outcome = refused or await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
@@ -490,17 +490,21 @@ class Pipeline:
         replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
-    def _check_param_headers(self, arrival: Arrival, call: Call) -> Failure | None:
+    async def _check_param_headers(
+        self, arrival: Arrival, call: Call, exchange: Exchange
+    ) -> Failure | None:
         """A tools/call's mirrored argument headers, checked against the tool as the
-        upstream listed it (only revisions that mirror them, on HTTP)."""
+        upstream lists it to this caller (only revisions that mirror them, on HTTP).
+        Checked here, not only upstream: the gateway mints the upstream's headers from
+        the arguments, so a client's wrong header would otherwise pass unseen."""
         adapter = arrival.adapter
         if call.operation is not Operation.TOOLS_CALL or not adapter.mirrors_params:
             return None
         if arrival.preamble.transport != "http" or call.name is None:
             return None
-        tool = self.route.backend.listed_tool(arrival.principal, call.name)
+        tool = await self.route.backend.declared_tool(call, exchange)
         if tool is None:
-            return None  # never listed here: the client cannot know its headers either
+            return None  # no such tool: the upstream answers the call itself
         arguments = call.params.get("arguments")
         return adapter.check_param_headers(tool, arguments, arrival.preamble)
 

@@ -316,11 +316,12 @@ class UpstreamLink:
         facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.task_support if facts is not None else None
 
-    def listed_tool(self, principal: str, name: str) -> dict[str, Any] | None:
-        """A tool as the upstream's last list to ``principal`` showed it (None: not seen).
-        Never reads the list itself: a read would take the place of a client's call
-        and hear asks meant for it (a client learns a tool from a list anyway)."""
-        facts = self._tools.known(principal, name)
+    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
+        """The tool ``call`` names, as the upstream lists it to the caller's principal
+        (None: it lists no such tool).  A tool this principal never listed makes the
+        gateway read the list once, quietly (no events, no asks reach the client)."""
+        index = self._tools.of(exchange.principal)
+        facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.listed if facts is not None else None
 
     async def _param_headers(

@@ -161,6 +161,31 @@ async def test_a_modern_clients_param_headers_are_checked_against_the_tool(tmp_p
         await runner.cleanup()
 
 
+async def test_a_wrong_header_is_refused_from_a_client_that_never_listed(tmp_path: Path) -> None:
+    """A stateless client may call a tool it learned earlier without listing it
+    through the gateway: its headers are still checked, against the list the
+    gateway reads with the caller's credentials, and a wrong one never reaches
+    the upstream (the gateway mints the upstream's headers from the body, so the
+    upstream could not see it)."""
+    seen: list[dict[str, str]] = []
+    runner, url = await modern_upstream(seen)
+    body = modern_request(7, "tools/call", {"name": "query", "arguments": {"region": "a"}})
+    try:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                headers = {**modern_headers("tools/call", "query"), "Mcp-Param-Region": "b"}
+                reply = await post(http, gw.url("/mcp"), body, headers)
+                assert reply.status == 400, reply.text
+                assert reply.message["error"]["code"] == -32020, reply.text
+                assert seen == []
+                headers["Mcp-Param-Region"] = "a"
+                reply = await post(http, gw.url("/mcp"), body, headers)
+                assert reply.status == 200, reply.text
+                assert seen[-1]["Mcp-Param-Region"] == "a"
+    finally:
+        await runner.cleanup()
+
+
 def _query_tool(header: str) -> dict[str, Any]:
     region = {"type": "string", "x-mcp-header": header}
     return {"name": "query", "inputSchema": {"type": "object", "properties": {"region": region}}}
