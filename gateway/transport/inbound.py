@@ -504,7 +504,7 @@ class Pipeline:
             return None
         tool = await self.route.backend.declared_tool(call, exchange)
         if tool is None:
-            return None  # no such tool: the upstream answers the call itself
+            return None  # nothing to check against: the upstream answers the call
         arguments = call.params.get("arguments")
         return adapter.check_param_headers(tool, arguments, arrival.preamble)
 

@@ -318,10 +318,16 @@ class UpstreamLink:
 
     async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
         """The tool ``call`` names, as the upstream lists it to the caller's principal
-        (None: it lists no such tool).  A tool this principal never listed makes the
-        gateway read the list once, quietly (no events, no asks reach the client)."""
+        (None: not known).  A stateless upstream's list is read once, quietly, when
+        this principal never listed it (the call needs it anyway, to mint its
+        headers).  A handshake-era upstream's is never read for this: the read would
+        go first on the session and hear questions meant for the client's call."""
         index = self._tools.of(exchange.principal)
-        facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+        verdict = self.verdict
+        if verdict is None or verdict.adapter.has_handshake:
+            facts = index.known(call.name) if call.name is not None else None
+        else:
+            facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
         return facts.listed if facts is not None else None
 
     async def _param_headers(
