@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.e2e.fake_client import (
 from tests.e2e.gateway_proc import gateway
 
 MODERN = "2026-07-28"
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 TOOLS = [
     {
         "name": "query",
@@ -51,6 +53,17 @@ TOOLS = [
 ]
 
 
+async def serve(handle: Handler) -> tuple[web.AppRunner, str]:
+    """``handle`` as an HTTP server's POST /mcp on a free loopback port."""
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    return runner, f"http://127.0.0.1:{port}/mcp"
+
+
 async def modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
     async def handle(request_: web.Request) -> web.Response:
         body = await request_.json()
@@ -73,14 +86,7 @@ async def modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, st
         result.update(resultType="complete", ttlMs=0, cacheScope="private")
         return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
 
-    app = web.Application()
-    app.router.add_post("/mcp", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
-    return runner, f"http://127.0.0.1:{port}/mcp"
+    return await serve(handle)
 
 
 async def test_mcp_param_headers_are_sent_and_invalid_tools_hidden(tmp_path: Path) -> None:
@@ -210,16 +216,10 @@ async def test_each_principal_calls_tools_as_its_own_list_shows_them(tmp_path: P
         result.update(resultType="complete", ttlMs=0, cacheScope="private")
         return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
 
-    app = web.Application()
-    app.router.add_post("/mcp", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    runner, url = await serve(handle)
     arguments = {"region": "north"}
     try:
-        with gateway(f"/mcp=http://127.0.0.1:{port}/mcp", tmp_path=tmp_path) as gw:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
                 # Alice lists the tools first; Bob calls at once (his client knew the
                 # tool already), so the gateway reads the list with Bob's credentials.
