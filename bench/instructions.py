@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 
 from bench.load import run_load
-from bench.procs import HOST, Lab, Proc, _wait_http, _wait_port, free_port
+from bench.procs import Lab, Proc
 from bench.wire import Client, LegacyClient, ModernClient
 
 START_TIMEOUT = 300.0  # a Python process under callgrind starts in tens of seconds
@@ -67,19 +67,13 @@ def _valgrind(workdir: Path, name: str) -> list[str]:
 
 def start_mid(lab: Lab, kind: str, name: str, target: str, loop: str) -> tuple[Proc, str]:
     """A reference proxy or a gateway, under callgrind, in front of ``target``."""
-    port = free_port()
-    prefix = _valgrind(lab.workdir, name)
+    wrapper = _valgrind(lab.workdir, name)
     if kind == "ref":
-        argv = [*prefix, sys.executable, "-m", "bench.refproxy", str(port), target]
-        proc = lab._spawn(name, argv)
-        _wait_port(port, START_TIMEOUT, proc)
+        mid = lab.refproxy(name, target, timeout=START_TIMEOUT, wrapper=wrapper)
     else:
-        argv = [*prefix, sys.executable, "-m", "gateway", "serve", "--listen", f"{HOST}:{port}"]
-        argv += ["--route", f"/mcp={target}", "--log-level", "warning", "--drain-timeout", "1"]
-        argv += ["--loop", loop]
-        proc = lab._spawn(name, argv)
-        _wait_http(f"http://{HOST}:{port}/readyz", START_TIMEOUT, proc)
-    return proc, f"http://{HOST}:{port}/mcp"
+        uvloop = loop == "uvloop"
+        mid = lab.gateway(name, target, uvloop=uvloop, timeout=START_TIMEOUT, wrapper=wrapper)
+    return mid.proc, mid.url
 
 
 def _control(option: str, proc: Proc) -> None:

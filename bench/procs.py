@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,9 +134,13 @@ class Lab:
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
-    def refproxy(self, name: str, target: str, timeout: float = 30.0) -> Mid:
+    def refproxy(
+        self, name: str, target: str, timeout: float = 30.0, wrapper: Sequence[str] = ()
+    ) -> Mid:
+        """``wrapper``: a command the proxy runs under (``valgrind ...``)."""
         port = free_port()
-        proc = self._spawn(name, [sys.executable, "-m", "bench.refproxy", str(port), target])
+        argv = [*wrapper, sys.executable, "-m", "bench.refproxy", str(port), target]
+        proc = self._spawn(name, argv)
         _wait_port(port, timeout, proc)
         return Mid(proc, f"http://{HOST}:{port}/mcp", gateway=False)
 
@@ -147,9 +152,10 @@ class Lab:
         uvloop: bool = False,
         profile_path: Path | None = None,
         timeout: float = 30.0,
+        wrapper: Sequence[str] = (),
     ) -> Mid:
         port = free_port()
-        launcher = [sys.executable, "-m", "bench.gwlaunch"]
+        launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch"]
         if profile_path is not None:
             launcher += ["--profile", str(profile_path)]
         argv = [

@@ -34,7 +34,7 @@ from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.stdio import StdioCarrier
-from gateway.upstream.tools import ToolBook
+from gateway.upstream.tools import ToolBook, ToolFacts
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]
 
@@ -312,8 +312,7 @@ class UpstreamLink:
     async def task_support(self, call: Call, exchange: Exchange) -> str | None:
         """The called tool's `execution.taskSupport` (its tool list is read once
         when the tool was never listed)."""
-        index = self._tools.of(exchange.principal)
-        facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+        facts = await self._lookup(call, exchange)
         return facts.task_support if facts is not None else None
 
     async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
@@ -322,13 +321,18 @@ class UpstreamLink:
         this principal never listed it (the call needs it anyway, to mint its
         headers).  A handshake-era upstream's is never read for this: the read would
         go first on the session and hear questions meant for the client's call."""
-        index = self._tools.of(exchange.principal)
         verdict = self.verdict
         if verdict is None or verdict.adapter.has_handshake:
-            facts = index.known(call.name) if call.name is not None else None
+            name = call.name
+            facts = self._tools.known(exchange.principal, name) if name is not None else None
         else:
-            facts = await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+            facts = await self._lookup(call, exchange)
         return facts.listed if facts is not None else None
+
+    async def _lookup(self, call: Call, exchange: Exchange) -> ToolFacts | None:
+        """The facts of the called tool, the caller's list read quietly if need be."""
+        index = self._tools.of(exchange.principal)
+        return await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange
