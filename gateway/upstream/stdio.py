@@ -94,7 +94,9 @@ class _Child:
     exited: asyncio.Event
     demux: Demux
     log: Any
-    started: float = field(default_factory=time.monotonic)
+    # Looked up when the child starts (not bound at import): one clock with the
+    # carrier's own reads of it, which tests replace.
+    started: float = field(default_factory=lambda: time.monotonic())
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     closing: bool = False  # the carrier is stopping it: its exit is no crash
     dead: bool = False
