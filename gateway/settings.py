@@ -37,6 +37,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.link import UpstreamSettings
 
 ENV_PREFIX = "GATEWAY_"
@@ -61,6 +62,9 @@ ROUTE_OPTIONS = {
     "per_principal",
     "shared",
     "end_sessions",
+    "redirects",
+    "questions_at_once",
+    "questions_per_call",
     "public_url",
     "auth",
     "auth_issuer",
@@ -101,6 +105,13 @@ class RouteSpec(BaseModel):
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
     connect_timeout: float = Field(10.0, gt=0)
+    # An upstream's HTTP redirect: an error ("none"), or followed when it is a 307/308
+    # on the upstream's own origin ("same-origin").  Never followed to another origin.
+    redirects: Literal["none", "same-origin"] = "none"
+    # Requests one call's upstream may have open at once, and send in all; past either
+    # each is refused with a JSON-RPC error (and logged), never put to the client.
+    questions_at_once: int = Field(QUESTIONS_AT_ONCE, gt=0, le=10_000)
+    questions_per_call: int = Field(QUESTIONS_PER_CALL, gt=0, le=1_000_000)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(10.0, gt=0)
     ttl_ms: int = Field(0, ge=0)
@@ -182,6 +193,9 @@ class RouteSpec(BaseModel):
             cwd=self.cwd,
             shared=self.shared,
             end_sessions=self.end_sessions,
+            redirects=self.redirects,
+            questions_at_once=self.questions_at_once,
+            questions_per_call=self.questions_per_call,
             route=self.path,
         )
 

@@ -165,6 +165,14 @@ class Forwarder:
             return await hub.listen(call, exchange)
         if call.state is not None and StateSealer.is_ours(call.state):
             return await self._retry(call, exchange)
+        if call.state is not None and not self.upstream.stateless:
+            # A handshake-era upstream has no state of its own: a requestState the
+            # gateway did not seal belongs to nothing here (rerunning the tool would
+            # drop the client's answers).
+            return Failure(
+                FailureKind.INVALID_PARAMS,
+                "requestState was not issued by this gateway; call again without it",
+            )
         if self.tasks.applies(call, exchange.profile):
             if op is Operation.TASKS_GET:
                 return await self.tasks.get(call, exchange)

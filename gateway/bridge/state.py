@@ -1,4 +1,5 @@
-"""Sealed `requestState`: what a client carries between rounds, unreadable and unforgeable.
+"""Sealed `requestState`: what a client carries between rounds, unforgeable (signed, not
+encrypted: its claims hold nothing secret).
 
 The state names a parked call (or carries an upstream's own state), and is
 bound to the route, the principal, the method, a digest of the params and an

@@ -81,11 +81,69 @@ class Channel:
     inflight: InFlight | None = None
 
 
-class Calls:
-    """Runs calls upstream; owns the background work they leave (cancel notices)."""
+class Clock:
+    """A call's time with its upstream, against the route's ``timeout``: paused while
+    the upstream waits on the client (a question it asked is being answered), so a
+    person taking their time is no upstream's fault; a stream the upstream keeps
+    alive with notifications or comments does not extend it."""
 
-    def __init__(self, ids: Iterator[int]) -> None:
+    def __init__(self, budget: float, timer: asyncio.Timeout) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._left = budget
+        self._since = self._loop.time()
+        self._timer = timer
+        self._paused = 0
+        self.running = True  # false once the call is over: the timer is gone
+
+    @property
+    def expired(self) -> bool:
+        return self._timer.expired()
+
+    def _live(self) -> bool:
+        # Once the call is over, or its time ran out, the timer takes no changes.
+        return self.running and not self._timer.expired()
+
+    def pause(self) -> None:
+        if self._paused == 0 and self._live():
+            self._left -= self._loop.time() - self._since
+            self._timer.reschedule(None)
+        self._paused += 1
+
+    def resume(self) -> None:
+        self._paused -= 1
+        if self._paused == 0 and self._live():
+            self._since = self._loop.time()
+            self._timer.reschedule(self._since + max(self._left, 0.0))
+
+
+# Requests one call's upstream may have open at once, and send in all.
+QUESTIONS_AT_ONCE = 32
+QUESTIONS_PER_CALL = 256
+
+
+@dataclass(frozen=True)
+class QuestionBounds:
+    """How many requests (questions, pings) one call's upstream may have open at once
+    (``per_round``) and send in all (``per_call``); past either, each is refused
+    with a JSON-RPC error at once, never put to the client nor left waiting."""
+
+    per_round: int = QUESTIONS_AT_ONCE
+    per_call: int = QUESTIONS_PER_CALL
+
+
+class Calls:
+    """Runs calls upstream; owns the background work they leave (cancel notices).
+    ``deadline`` bounds each call's whole time upstream (None: no bound)."""
+
+    def __init__(
+        self,
+        ids: Iterator[int],
+        deadline: float | None = None,
+        questions: QuestionBounds | None = None,
+    ) -> None:
         self.ids = ids
+        self.deadline = deadline
+        self.questions = questions or QuestionBounds()
         self._background: set[asyncio.Task[None]] = set()
         self._notices: set[asyncio.Task[None]] = set()
 
@@ -118,9 +176,22 @@ class Calls:
         inflight = channel.inflight
         if inflight is not None:
             inflight.calls[upstream_id] = (exchange, call.progress_token)
+        clock: Clock | None = None
         try:
-            return await self._exchange(channel, call, exchange, upstream_id, extra_headers)
+            async with asyncio.timeout(self.deadline) as timer:
+                clock = Clock(self.deadline, timer) if self.deadline is not None else None
+                return await self._exchange(
+                    channel, call, exchange, upstream_id, extra_headers, clock
+                )
+        except TimeoutError as exc:
+            if clock is None or not timer.expired():
+                raise
+            raise CarrierError(
+                f"no answer within the route's timeout of {self.deadline:g} s", timeout=True
+            ) from exc
         finally:
+            if clock is not None:
+                clock.running = False
             if inflight is not None:
                 inflight.calls.pop(upstream_id, None)
 
@@ -131,6 +202,7 @@ class Calls:
         exchange: Exchange,
         upstream_id: int,
         extra_headers: Mapping[str, str] | None,
+        clock: Clock | None = None,
     ) -> Outcome:
         adapter, carrier = channel.adapter, channel.carrier
         # Progress tokens are rewritten so concurrent clients never collide upstream.
@@ -152,9 +224,10 @@ class Calls:
                 self.cancel_quietly(carrier, headers, upstream_id, "timed out")
             raise
         except asyncio.CancelledError:
-            # Cancelled before the upstream even answered (the client cancelled or left).
+            # Cancelled before the upstream even answered (the client cancelled or left,
+            # or the call's time ran out).
             if stoppable:
-                self.cancel_quietly(carrier, headers, upstream_id)
+                self.cancel_quietly(carrier, headers, upstream_id, _why(clock))
             raise
         if reply.status == 404 and channel.session_id is not None:
             # The upstream forgot the session (restarted, or expired it): whatever
@@ -165,15 +238,16 @@ class Calls:
             reply = await _unless_session_lost(adapter, reply)
         finished = False
         try:
-            outcome = await self._read(channel, call, exchange, reply, upstream_id, headers)
+            outcome = await self._read(channel, call, exchange, reply, upstream_id, headers, clock)
             finished = True
             return outcome
         finally:
             await reply.aclose()
             if not finished and stoppable:
-                # The client went away: tell the upstream to stop, unless closing the
-                # stream already said so (a stateless server's own POST stream).
-                self.cancel_quietly(carrier, headers, upstream_id)
+                # The client went away (or the time ran out): tell the upstream to stop,
+                # unless closing the stream already said so (a stateless server's own
+                # POST stream).
+                self.cancel_quietly(carrier, headers, upstream_id, _why(clock))
 
     async def _read(
         self,
@@ -183,13 +257,14 @@ class Calls:
         reply: CarrierExchange,
         upstream_id: int,
         headers: Mapping[str, str],
+        clock: Clock | None,
     ) -> Outcome:
         """The call's answer, handing on what the upstream says on the way."""
         adapter, token = channel.adapter, call.progress_token
         # The upstream may ask several things at once (a handler awaiting them all):
         # each is answered on its own, while the stream is read on, so that all of
         # them reach the client together.
-        answering = _Answering(self, channel, upstream_id, exchange, headers)
+        answering = _Answering(self, channel, upstream_id, exchange, headers, clock)
         try:
             async for incoming in reply.messages:
                 if answers(incoming, upstream_id, reply.status):
@@ -198,7 +273,7 @@ class Calls:
                     await answering.settled()
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
-                    answering.start(incoming)
+                    await answering.take(incoming)
                     continue
                 event = adapter.client_read_event(incoming)
                 if event is None:
@@ -317,14 +392,24 @@ async def read_pages(
 
 
 async def roundtrip(
-    carrier: Carrier, message: dict[str, Any], headers: Mapping[str, str]
+    carrier: Carrier,
+    message: dict[str, Any],
+    headers: Mapping[str, str],
+    within: float | None = None,
 ) -> tuple[dict[str, Any], Mapping[str, str]]:
-    """One request outside any call (probe, handshake): its answer and the reply's headers."""
-    exchange = await carrier.request(message, headers)
+    """One request outside any call (probe, handshake): its answer and the reply's
+    headers, within ``within`` seconds in all (CarrierError when not)."""
     try:
-        return await final(exchange, message["id"]), exchange.headers
-    finally:
-        await exchange.aclose()
+        async with asyncio.timeout(within) as timer:
+            exchange = await carrier.request(message, headers)
+            try:
+                return await final(exchange, message["id"]), exchange.headers
+            finally:
+                await exchange.aclose()
+    except TimeoutError as exc:
+        if not timer.expired():
+            raise
+        raise CarrierError(f"no answer within {within:g} s", timeout=True) from exc
 
 
 async def final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
@@ -378,14 +463,47 @@ class _Answering:
         upstream_id: int,
         exchange: Exchange,
         headers: Mapping[str, str],
+        clock: Clock | None = None,
     ) -> None:
         self.calls, self.channel, self.upstream_id = calls, channel, upstream_id
         self.exchange, self.headers = exchange, headers
         self.tasks: set[asyncio.Task[None]] = set()
+        self.clock = clock
+        self.asked = 0  # requests the upstream sent in this call
+
+    async def take(self, message: dict[str, Any]) -> None:
+        """Answer ``message`` (in a task of its own), or refuse it at once when the
+        call is past its bounds: awaited, so a flood is refused one by one over one
+        connection instead of fanning out."""
+        bounds = self.calls.questions
+        self.asked += 1
+        if len(self.tasks) < bounds.per_round and self.asked <= bounds.per_call:
+            self.start(message)
+            return
+        log.warning(
+            "refused an upstream request past the call's bound",
+            route=self.exchange.route,
+            principal=self.exchange.principal,
+            method=str(message.get("method"))[:64],
+            open=len(self.tasks),
+            asked=self.asked,
+            per_round=bounds.per_round,
+            per_call=bounds.per_call,
+        )
+        refusal = rpc.error(
+            message["id"],
+            -32603,  # internal error: the refusal is the gateway's, not the client's
+            f"the gateway takes at most {bounds.per_round} open requests at once and"
+            f" {bounds.per_call} in all from one call",
+        )
+        with contextlib.suppress(CarrierError):
+            await self.channel.carrier.send(refusal, self.headers)
 
     def start(self, message: dict[str, Any]) -> None:
         if self.channel.inflight is not None:
             self.channel.inflight.waiting.add(self.upstream_id)
+        if not self.tasks and self.clock is not None:
+            self.clock.pause()  # the upstream waits on the client now, not we on it
         task = self.calls.spawn(self._answer(message))
         self.tasks.add(task)
         task.add_done_callback(self._done)
@@ -397,6 +515,8 @@ class _Answering:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
+        if not self.tasks and self.clock is not None:
+            self.clock.resume()
         if not self.tasks and self.channel.inflight is not None:
             self.channel.inflight.waiting.discard(self.upstream_id)
         if not task.cancelled() and task.exception() is not None:
@@ -410,6 +530,11 @@ class _Answering:
         """The call was abandoned: what it asked no longer needs an answer."""
         for task in list(self.tasks):
             task.cancel()
+
+
+def _why(clock: Clock | None) -> str:
+    """The reason a stopped call's cancel notice gives."""
+    return "timed out" if clock is not None and clock.expired else "client went away"
 
 
 def quiet(exchange: Exchange) -> Exchange:

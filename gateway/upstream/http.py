@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import EllipsisType
 from typing import Any, Protocol
 
 import aiohttp
@@ -22,7 +23,8 @@ from gateway.core.jsonrpc import is_response as _is_response
 from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
 from gateway.upstream.demux import Demux
-from gateway.upstream.h1 import H1Pool, is_redirect, usable
+from gateway.upstream.h1 import H1Pool, usable
+from gateway.upstream.redirects import MAX_HOPS, RedirectPolicy, is_redirect, redacted
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
 log = structlog.get_logger(__name__)
@@ -39,6 +41,8 @@ MAX_RETRY_MS = 5000
 # Opens the GET that resumes a stream after the given event id (None: refused).
 Reopen = Callable[[str], Awaitable[aiohttp.ClientResponse | None]]
 _SEND_OK = frozenset({200, 202, 204})
+# Notifications and answers one Streamable HTTP carrier (one route) sends at once.
+MAX_SENDS = 16
 # How long an answered SSE response may take to end before its connection is dropped.
 _DRAIN_S = 5.0
 
@@ -90,9 +94,8 @@ def _headers(*layers: Mapping[str, str] | None, **fixed: str) -> CIMultiDict[str
     return merged
 
 
-def _redact(url: URL) -> str:
-    # Query strings carry legacy session ids and sometimes tokens: keep them out of errors.
-    return str(url.with_user(None).with_query(None).with_fragment(None))
+# Query strings carry legacy session ids and sometimes tokens: keep them out of errors.
+_redact = redacted
 
 
 def _transport_error(exc: BaseException, what: str) -> CarrierError:
@@ -109,13 +112,38 @@ async def _open(
     *,
     headers: CIMultiDict[str],
     client_timeout: aiohttp.ClientTimeout,
+    redirects: RedirectPolicy,
     data: bytes | None = None,
+) -> aiohttp.ClientResponse:
+    """One request; a redirect is followed only as ``redirects`` allows (never, by
+    default), and never to another origin."""
+    for hops in range(MAX_HOPS + 1):
+        resp = await _open_once(session, method, url, headers, client_timeout, data)
+        if not is_redirect(resp.status):
+            return resp
+        resp.close()
+        url = redirects.follow(resp.status, resp.headers.get("Location"), url, hops)
+    raise AssertionError("unreachable: RedirectPolicy.follow refuses past MAX_HOPS")
+
+
+async def _open_once(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: URL,
+    headers: CIMultiDict[str],
+    client_timeout: aiohttp.ClientTimeout,
+    data: bytes | None,
 ) -> aiohttp.ClientResponse:
     if session.closed:  # shutting down: what was still to be sent is not
         raise CarrierError(f"{method} {_redact(url)}: the gateway is shutting down")
     try:
         return await session.request(
-            method, url, data=data, headers=headers, timeout=client_timeout
+            method,
+            url,
+            data=data,
+            headers=headers,
+            timeout=client_timeout,
+            allow_redirects=False,
         )
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise _transport_error(exc, f"{method} {_redact(url)}") from exc
@@ -359,9 +387,11 @@ class _Stream:
 class StreamableHttpCarrier(Carrier):
     """The Streamable HTTP transport: one endpoint taking POST, GET and DELETE.
 
-    ``read_timeout`` bounds the silence on a POST's answer: until the status
-    line (first byte) and then between chunks of its body.  ``listen_timeout``
-    does the same for the GET stream, which may be idle for long; None means
+    ``read_timeout`` bounds the silence on a request's answer: until the status
+    line (first byte) and then between chunks of its body (None: the caller bounds
+    the call in all, as the link does).  ``send_timeout`` does the same for a
+    notification's or an answer's POST and a DELETE (default: ``read_timeout``);
+    ``listen_timeout`` for the GET stream, which may be idle for long; None means
     no bound.
     """
 
@@ -374,11 +404,23 @@ class StreamableHttpCarrier(Carrier):
         read_timeout: float | None = 300.0,
         listen_timeout: float | None = None,
         max_message_size: int = DEFAULT_MAX_EVENT_SIZE,
+        redirects: RedirectPolicy | None = None,
+        send_timeout: float | EllipsisType | None = ...,
+        max_sends: int = MAX_SENDS,
     ) -> None:
         self.url = URL(url)
         self._session = session
+        self._redirects = redirects or RedirectPolicy()
         self._post_timeout = aiohttp.ClientTimeout(
             connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
+        )
+        # Notifications and answers in flight at once: an upstream that asks a flood of
+        # questions gets its answers over a few pooled connections, not one each.
+        self._sends = asyncio.Semaphore(max_sends)
+        self._send_timeout = aiohttp.ClientTimeout(
+            connect=connect_timeout,
+            sock_connect=connect_timeout,
+            sock_read=read_timeout if send_timeout is ... else send_timeout,
         )
         self._listen_timeout = aiohttp.ClientTimeout(
             connect=connect_timeout, sock_connect=connect_timeout, sock_read=listen_timeout
@@ -386,9 +428,8 @@ class StreamableHttpCarrier(Carrier):
         self._max_message_size = max_message_size
         self._streams: set[_Stream] = set()
         # POSTs to a plain-http upstream go through the lean client (h1); GET and
-        # DELETE, and every request once the upstream redirected one, through aiohttp.
+        # DELETE, and a POST that a route lets follow a redirect, through aiohttp.
         self._lean = H1Pool(session.headers) if usable(self.url) else None
-        self._lean_on = self._lean is not None
 
     async def start(self) -> None:
         """Nothing to open: every message is its own HTTP request."""
@@ -418,24 +459,31 @@ class StreamableHttpCarrier(Carrier):
         self, body: bytes, headers: Mapping[str, str], limits: aiohttp.ClientTimeout
     ) -> Response:
         merged = _headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON)
-        if self._lean is not None and self._lean_on:
+        url = self.url
+        if self._lean is not None:
             try:
                 resp = await self._lean.request(
-                    self.url,
+                    url,
                     body,
                     merged,
                     connect_timeout=limits.sock_connect,
                     read_timeout=limits.sock_read,
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise _transport_error(exc, f"POST {_redact(self.url)}") from exc
+                raise _transport_error(exc, f"POST {_redact(url)}") from exc
             if not is_redirect(resp.status):
                 return resp
-            # aiohttp follows redirects (the upstream sees this POST again there).
             resp.close()
-            self._lean_on = False
+            # Refused unless the route allows it; then aiohttp sends it where it points.
+            url = self._redirects.follow(resp.status, resp.headers.get("Location"), url, 0)
         return await _open(
-            self._session, "POST", self.url, data=body, headers=merged, client_timeout=limits
+            self._session,
+            "POST",
+            url,
+            data=body,
+            headers=merged,
+            client_timeout=limits,
+            redirects=self._redirects,
         )
 
     def _reopener(self, headers: Mapping[str, str], limits: aiohttp.ClientTimeout) -> Reopen:
@@ -446,7 +494,12 @@ class StreamableHttpCarrier(Carrier):
             fixed.popall("Content-Type", None)
             try:
                 resp = await _open(
-                    self._session, "GET", self.url, headers=fixed, client_timeout=limits
+                    self._session,
+                    "GET",
+                    self.url,
+                    headers=fixed,
+                    client_timeout=limits,
+                    redirects=self._redirects,
                 )
             except CarrierError:
                 return None
@@ -510,11 +563,12 @@ class StreamableHttpCarrier(Carrier):
         return self._lean.counts() if self._lean is not None else (0, 0)
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
-        resp = await self._open_post(orjson.dumps(message), headers, self._post_timeout)
-        try:
-            await _check_sent(resp)
-        finally:
-            resp.release()
+        async with self._sends:
+            resp = await self._open_post(orjson.dumps(message), headers, self._send_timeout)
+            try:
+                await _check_sent(resp)
+            finally:
+                resp.release()
 
     async def listen(self, headers: Mapping[str, str]) -> AsyncIterator[Message] | None:
         resp = await _open(
@@ -523,6 +577,7 @@ class StreamableHttpCarrier(Carrier):
             self.url,
             headers=_headers(headers, Accept=EVENT_STREAM),
             client_timeout=self._listen_timeout,
+            redirects=self._redirects,
         )
         try:
             if resp.status == 405:
@@ -551,7 +606,8 @@ class StreamableHttpCarrier(Carrier):
             "DELETE",
             self.url,
             headers=_headers(headers),
-            client_timeout=self._post_timeout,
+            client_timeout=self._send_timeout,
+            redirects=self._redirects,
         )
         try:
             # 404: the session is already gone; 405: the server keeps sessions itself.
@@ -650,9 +706,11 @@ class LegacySseCarrier(Carrier):
         idle_timeout: float | None = None,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
         max_queued: int = 1024,
+        redirects: RedirectPolicy | None = None,
     ) -> None:
         self.url = URL(url)
         self._session = session
+        self._redirects = redirects or RedirectPolicy()
         self._headers = dict(headers or {})
         self._endpoint_timeout = endpoint_timeout
         self._post_timeout = aiohttp.ClientTimeout(
@@ -701,6 +759,7 @@ class LegacySseCarrier(Carrier):
                     self.url,
                     headers=_headers(self._headers, Accept=EVENT_STREAM),
                     client_timeout=self._stream_timeout,
+                    redirects=self._redirects,
                 )
                 if generation != self._generation:
                     # close() ran before there was a connection for it to stop.
@@ -799,6 +858,7 @@ class LegacySseCarrier(Carrier):
             data=orjson.dumps(message),
             headers=_headers(self._headers, headers, Content_Type=JSON),
             client_timeout=self._post_timeout,
+            redirects=self._redirects,
         )
         try:
             await _check_sent(resp)
@@ -873,7 +933,10 @@ async def open_legacy_sse_probe(
     try:
         async with asyncio.timeout(timeout):
             async with session.get(
-                target, headers=_headers(headers, Accept=EVENT_STREAM), timeout=client_timeout
+                target,
+                headers=_headers(headers, Accept=EVENT_STREAM),
+                timeout=client_timeout,
+                allow_redirects=False,
             ) as resp:
                 if resp.status != 200 or resp.content_type != EVENT_STREAM:
                     return None

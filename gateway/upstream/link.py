@@ -26,7 +26,7 @@ import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
 from gateway.protocol import Adapter, AdapterSet
-from gateway.upstream.calls import Calls, Channel, quiet
+from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
 from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.http import StreamableHttpCarrier, open_legacy_sse_probe
 from gateway.upstream.offcall import NotificationSink
@@ -60,7 +60,11 @@ class UpstreamLink:
             settings.url,
             http,
             connect_timeout=settings.connect_timeout,
-            read_timeout=settings.request_timeout,
+            # A call's whole time is bounded by the route's timeout (Calls), paused
+            # while the upstream waits on the client: no silence bound of its own.
+            read_timeout=None,
+            send_timeout=settings.request_timeout,
+            redirects=settings.redirect_policy,
         )
         # The carrier modern requests and the probe go through.
         self._primary: Carrier = self._streamable
@@ -72,7 +76,7 @@ class UpstreamLink:
                 env=settings.env,
                 cwd=settings.cwd,
                 route=settings.route,
-                read_timeout=settings.request_timeout,
+                read_timeout=None,  # bounded in all by the route's timeout (Calls)
             )
         self._verdict: Verdict | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).
@@ -80,7 +84,11 @@ class UpstreamLink:
         # Told of each verdict this replica's own probe reaches (the cluster shares it).
         self.on_verdict: Callable[[Verdict], None] | None = None
         self._probe_lock = asyncio.Lock()
-        self._calls = Calls(itertools.count(1))
+        self._calls = Calls(
+            itertools.count(1),
+            deadline=settings.request_timeout,
+            questions=QuestionBounds(settings.questions_at_once, settings.questions_per_call),
+        )
         self._probe = EraProbe(settings, adapters, self._primary, self._calls.ids, self._sse_check)
         self._sessions = SessionPool(
             settings, adapters, http, (self._primary, self._streamable), self._calls

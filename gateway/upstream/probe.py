@@ -81,7 +81,10 @@ class EraProbe:
         message = adapter.client_opening(next(self._ids), self.settings.client_info, {})
         try:
             response, _ = await roundtrip(
-                self._carrier, message, {**headers, **adapter.client_headers(None, None, message)}
+                self._carrier,
+                message,
+                {**headers, **adapter.client_headers(None, None, message)},
+                within=self.settings.request_timeout,
             )
         except CarrierError as exc:
             raise carrier_failure(exc) from exc

@@ -308,7 +308,10 @@ class SessionPool:
         message = offer.client_opening(next(self._calls.ids), info, capabilities)
         try:
             response, reply_headers = await roundtrip(
-                carrier, message, {**headers, **offer.client_headers(None, None, message)}
+                carrier,
+                message,
+                {**headers, **offer.client_headers(None, None, message)},
+                within=self.settings.request_timeout,
             )
         except BaseException:
             if carrier is not self._primary and carrier is not self._streamable:
@@ -381,6 +384,7 @@ class SessionPool:
                 connect_timeout=self.settings.connect_timeout,
                 endpoint_timeout=self.settings.probe_timeout,
                 read_timeout=self.settings.request_timeout,
+                redirects=self.settings.redirect_policy,
             )
             await sse.start()
             return sse
@@ -400,7 +404,7 @@ class SessionPool:
             env=settings.env,
             cwd=settings.cwd,
             route=settings.route,
-            read_timeout=settings.request_timeout,
+            read_timeout=None,  # bounded in all by the route's timeout (Calls)
         )
 
     # ---------------------------------------------------------------- calls

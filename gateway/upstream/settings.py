@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import __version__
+from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
+from gateway.upstream.redirects import RedirectPolicy
 
 GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
 # What the gateway declares to a legacy upstream: everything it can relay.
@@ -35,5 +37,15 @@ class UpstreamSettings:
     connect_timeout: float = 10.0
     request_timeout: float = 300.0
     probe_timeout: float = 10.0
+    # "none": an upstream's redirect is an error; "same-origin": 307/308 within the
+    # upstream's origin are followed.  Never to another origin.
+    redirects: str = "none"
+    # Requests (questions, pings) one call's upstream may have open at once / in all.
+    questions_at_once: int = QUESTIONS_AT_ONCE
+    questions_per_call: int = QUESTIONS_PER_CALL
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
+
+    @property
+    def redirect_policy(self) -> RedirectPolicy:
+        return RedirectPolicy(self.route, same_origin=self.redirects == "same-origin")

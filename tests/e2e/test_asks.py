@@ -314,6 +314,24 @@ async def test_an_upstream_that_lost_its_sessions_gets_a_new_one(
 # --------------------------------------------------------------------------- security
 
 
+async def test_a_state_the_gateway_did_not_seal_is_refused_and_reruns_nothing(
+    client: Client, fake: FakeUpstream
+) -> None:
+    """A handshake-era upstream keeps no state of its own: a foreign requestState is
+    refused (it used to rerun the tool and drop the client's answers)."""
+    requests, state = input_required(await client.call("ask_name"))
+    key = only_key(requests)
+    for foreign in ("someone-elses-state", "eyJhbGciOiJub25lIn0.e30.", "gw2.x.y"):
+        assert_refused(
+            await client.call("ask_name", responses={key: ADA}, state=foreign),
+            "not issued by this gateway",
+        )
+    assert fake.calls == 1  # the tool was not run again
+    assert fake.answers == []
+    done = await client.call("ask_name", responses={key: ADA}, state=state)
+    assert complete_text(done) == "hello Ada"
+
+
 async def test_tampered_state_is_refused_and_resumes_nothing(
     client: Client, fake: FakeUpstream
 ) -> None:

@@ -12,8 +12,10 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
+from gateway.upstream.carrier import CarrierError
 from gateway.upstream.h1 import H1Pool, H1Response, _encode, usable
 from gateway.upstream.http import StreamableHttpCarrier
+from gateway.upstream.redirects import RedirectPolicy
 
 pytestmark = pytest.mark.timeout(30)
 WAIT = 10.0
@@ -295,8 +297,10 @@ def test_only_plain_http_without_credentials_is_carried() -> None:
     assert not usable(URL("http://user:pw@127.0.0.1:1/mcp"))
 
 
-async def test_the_carrier_leaves_redirects_to_aiohttp() -> None:
-    """A redirecting upstream (a trailing-slash mount, say) is followed as before."""
+async def test_the_carrier_follows_a_redirect_only_as_the_route_allows() -> None:
+    """A redirecting upstream (a trailing-slash mount, say) is refused by default, with
+    an error naming the route; with ``same_origin`` it is followed, every time (the
+    lean client is not given up for the route)."""
 
     async def moved(request: web.Request) -> web.Response:
         raise web.HTTPTemporaryRedirect("/mcp/")
@@ -311,7 +315,13 @@ async def test_the_carrier_leaves_redirects_to_aiohttp() -> None:
     runner, url, _ = await serve_app(app)
     try:
         async with aiohttp.ClientSession() as http:
-            carrier = StreamableHttpCarrier(url, http)
+            refusing = StreamableHttpCarrier(url, http, redirects=RedirectPolicy("/r"))
+            with pytest.raises(CarrierError, match=r"route /r answered HTTP 307 .*redirects="):
+                await refusing.request({"jsonrpc": "2.0", "id": 0, "method": "ping"}, {})
+            await refusing.close()
+            carrier = StreamableHttpCarrier(
+                url, http, redirects=RedirectPolicy("/r", same_origin=True)
+            )
             for n in range(2):
                 exchange = await carrier.request({"jsonrpc": "2.0", "id": n, "method": "ping"}, {})
                 assert [m async for m in exchange.messages] == [
