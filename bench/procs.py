@@ -151,13 +151,17 @@ class Lab:
         *,
         uvloop: bool = False,
         profile_path: Path | None = None,
+        trace_path: Path | None = None,
         timeout: float = 30.0,
         wrapper: Sequence[str] = (),
     ) -> Mid:
+        """``trace_path``: run it under `bench.pathtrace` (see bench.path)."""
         port = free_port()
         launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch"]
         if profile_path is not None:
             launcher += ["--profile", str(profile_path)]
+        if trace_path is not None:
+            launcher += ["--trace", str(trace_path)]
         argv = [
             *launcher,
             "--",

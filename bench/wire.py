@@ -9,7 +9,7 @@ Two clients, the two eras the gateway joins:
   carries the ``Mcp-Session-Id`` the server minted.
 
 Each answer is checked (the echoed text comes back; ``greet_me`` is answered
-``input_required``) so a fast error is never counted as a fast call.
+``input_required``, its retry greets) so a fast error is never counted as a fast call.
 """
 
 from __future__ import annotations
@@ -109,8 +109,10 @@ class ModernClient(Client):
             headers["Mcp-Name"] = name
         return headers
 
-    async def call_tool(self, i: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        params = {"name": name, "arguments": arguments, "_meta": self.meta}
+    async def call_tool(
+        self, i: int, name: str, arguments: dict[str, Any], **extra: Any
+    ) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": self.meta, **extra}
         message = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
         return await self.post(message, self.headers("tools/call", name))
 
@@ -123,6 +125,20 @@ class ModernClient(Client):
         result = result_of(await self.call_tool(i, "greet_me", {}))
         if result.get("resultType") != "input_required" or "requestState" not in result:
             raise BadReply(f"expected input_required, got {str(result)[:300]}")
+
+    async def greet_round(self, i: int) -> None:
+        """``greet_me`` answered ``input_required``, then the retry with the name: done."""
+        asked = result_of(await self.call_tool(i, "greet_me", {}))
+        if asked.get("resultType") != "input_required" or "requestState" not in asked:
+            raise BadReply(f"expected input_required, got {str(asked)[:300]}")
+        answers = {
+            key: {"action": "accept", "content": {"name": "Bench"}}
+            for key in asked.get("inputRequests") or {}
+        }
+        done = await self.call_tool(
+            i + 1, "greet_me", {}, inputResponses=answers, requestState=asked["requestState"]
+        )
+        check_echo(done, "Hello, Bench!")
 
 
 class LegacyClient(Client):
