@@ -879,11 +879,6 @@ class Adapter(ABC):
 
     # ---- the handshake, answered by the gateway itself
 
-    def negotiate(self, requested: str, supported: Iterable[str]) -> str:
-        """Legacy counter-offer: the client's version if we speak it, else our latest."""
-        supported = list(supported)
-        return requested if requested in supported else max(supported)
-
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
     ) -> dict[str, Any]:
