@@ -1,20 +1,16 @@
 """The Adapter ABC: one instance per revision, shared, holding no per-request state.
 
-The base class carries the shared decode pipeline and the mechanisms
-(projection by field tables, failure mapping by code tables).  Each revision
-file sets the tables and overrides the hooks that differ.  Nothing here names
-a revision: the tables in the revision files do.
+The flags, tables and failure mapping are in `base.py`, projection (what a client
+of a revision may see) in `projection.py`; this file still holds both roles: the
+server role (the shared decode pipeline, encoding, header rules) and the client
+role (`client_*`).  Each revision file sets the tables and overrides the hooks
+that differ.  Nothing here names a revision: the tables in the revision files do.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import copy
-import functools
-from abc import ABC
 from collections.abc import Iterable
-from typing import Any, ClassVar, Self
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -35,79 +31,43 @@ from gateway.core import (
     Operation,
     Outcome,
     Preamble,
-    PromptSpec,
-    ResourceSpec,
-    ResourceTemplateSpec,
     ServerProfile,
     Task,
-    ToolSpec,
     Value,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import models
+from gateway.protocol.adapter.base import (
+    ANSWERS_ARGUMENT,
+    STATE_ARGUMENT,
+    TASKS_EXTENSION,
+    AdapterBase,
+    Message,
+    decode_header_value,
+    encode_header_value,
+)
+from gateway.protocol.adapter.projection import KNOWN_CLIENT_CAPABILITIES, Projection, keep
 
-Message = dict[str, Any]
+__all__ = [
+    "ANSWERS_ARGUMENT",
+    "LIST_CHANGES",
+    "STATE_ARGUMENT",
+    "TASKS_EXTENSION",
+    "Adapter",
+    "AdapterBase",
+    "Decoded",
+    "Message",
+    "Projection",
+    "declares_tasks_extension",
+    "decode_header_value",
+    "encode_header_value",
+    "runs_tool_tasks",
+]
+
 Decoded = Call | ClientReply | DecodeFailure
 
-# Every field any revision defines, per declaration type.  A field outside
-# these sets is unknown and always passes through; a known field passes only
-# where the adapter's own table lists it.
-KNOWN_TOOL_FIELDS = frozenset(
-    {
-        "name",
-        "title",
-        "description",
-        "inputSchema",
-        "outputSchema",
-        "annotations",
-        "icons",
-        "execution",
-        "_meta",
-    }
-)
-KNOWN_RESOURCE_FIELDS = frozenset(
-    {"uri", "name", "title", "description", "mimeType", "size", "annotations", "icons", "_meta"}
-)
-KNOWN_TEMPLATE_FIELDS = frozenset(
-    {"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}
-)
-KNOWN_PROMPT_FIELDS = frozenset({"name", "title", "description", "arguments", "icons", "_meta"})
-KNOWN_IMPLEMENTATION_FIELDS = frozenset(
-    {"name", "version", "title", "description", "icons", "websiteUrl"}
-)
-KNOWN_CONTENT_TYPES = frozenset(
-    {"text", "image", "audio", "resource", "resource_link", "tool_use", "tool_result"}
-)
-KNOWN_SERVER_CAPABILITIES = frozenset(
-    {
-        "experimental",
-        "logging",
-        "prompts",
-        "resources",
-        "tools",
-        "completions",
-        "tasks",
-        "extensions",
-    }
-)
-KNOWN_CLIENT_CAPABILITIES = frozenset(
-    {"experimental", "roots", "sampling", "elicitation", "tasks", "extensions"}
-)
-# Result fields that only exist on some revisions.
-KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structuredContent"})
-
-# The tasks extension's identifier, in client and server `extensions`.
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-# A task's fields (wire name -> the core Task's fact), in core tasks and in the
-# tasks extension: the same facts, two lifetimes renamed.
-CORE_TASK_FIELDS = {
-    "status": "status",
-    "statusMessage": "status_message",
-    "createdAt": "created_at",
-    "lastUpdatedAt": "last_updated_at",
-    "ttl": "ttl_ms",
-    "pollInterval": "poll_interval_ms",
-}
+# A task's fields in the tasks extension (wire name -> the core Task's fact): the
+# facts of core tasks (below), two lifetimes renamed.
 EXTENSION_TASK_FIELDS = {
     "status": "status",
     "statusMessage": "status_message",
@@ -117,19 +77,8 @@ EXTENSION_TASK_FIELDS = {
     "pollIntervalMs": "poll_interval_ms",
 }
 
-# Server capability -> the list_changed notification its `listChanged` promises.
-LIST_CHANGES = {
-    "tools": "notifications/tools/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-    "resources": "notifications/resources/list_changed",
-}
-
-# The reserved tool arguments that carry answers and state on revisions whose
-# asks travel in arguments (`asks_in_arguments`).
-ANSWERS_ARGUMENT = "_mcp_answers"
 # What a client may do with an elicitation (every revision that has them).
 ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
-STATE_ARGUMENT = "_mcp_state"
 
 _PARAMS_MODELS: dict[Operation, type[models.Params]] = {
     Operation.INITIALIZE: models.InitializeParams,
@@ -160,14 +109,6 @@ def declares_tasks_extension(capabilities: dict[str, Any]) -> bool:
     return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
 
-def runs_tool_tasks(server_capabilities: dict[str, Any]) -> bool:
-    """Whether an upstream declares core tasks for `tools/call` (`tasks.requests.tools.call`)."""
-    tasks = server_capabilities.get("tasks")
-    requests = tasks.get("requests") if isinstance(tasks, dict) else None
-    tools = requests.get("tools") if isinstance(requests, dict) else None
-    return isinstance(tools, dict) and isinstance(tools.get("call"), dict)
-
-
 def _plainly_valid(operation: Operation, params: dict[str, Any]) -> bool:
     """The usual ``tools/call`` params, seen valid as its model would find them without
     building the model; anything else (and any doubt) goes to the model, which words
@@ -183,133 +124,58 @@ def _plainly_valid(operation: Operation, params: dict[str, Any]) -> bool:
     )
 
 
-def _keep(item: dict[str, Any], known: frozenset[str], allowed: frozenset[str]) -> dict[str, Any]:
-    """Drop the known fields this revision cannot express; keep everything else."""
-    return {k: v for k, v in item.items() if k not in known or k in allowed}
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"]) or "params"
+        parts.append(f"{where}: {error['msg']}")
+    return "Invalid params: " + "; ".join(parts)
 
 
-def decode_header_value(value: str) -> str:
-    """Undo the `=?base64?...?=` wrapping of Mcp-Name / Mcp-Param-* values."""
-    if value.startswith("=?base64?") and value.endswith("?="):
-        try:
-            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return value
-    return value
+def _merge_capabilities(asks: Iterable[Ask]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for ask in asks:
+        for key, value in ask.capability().items():
+            merged.setdefault(key, {}).update(value)
+    return merged
 
 
-def encode_header_value(value: str) -> str:
-    """Wrap a value that is not plain visible ASCII (or looks wrapped) in base64."""
-    plain = value.isascii() and value.isprintable() and value == value.strip()
-    if plain and not (value.startswith("=?base64?") and value.endswith("?=")):
-        return value
-    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+# A task's fields in core tasks (wire name -> the core Task's fact); the tasks
+# extension says the same facts with two lifetimes renamed (above).
+CORE_TASK_FIELDS = {
+    "status": "status",
+    "statusMessage": "status_message",
+    "createdAt": "created_at",
+    "lastUpdatedAt": "last_updated_at",
+    "ttl": "ttl_ms",
+    "pollInterval": "poll_interval_ms",
+}
+
+# Server capability -> the list_changed notification its `listChanged` promises.
+LIST_CHANGES = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
 
 
-class Adapter(ABC):
+def runs_tool_tasks(server_capabilities: dict[str, Any]) -> bool:
+    """Whether an upstream declares core tasks for `tools/call` (`tasks.requests.tools.call`)."""
+    tasks = server_capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, dict) else None
+    tools = requests.get("tools") if isinstance(requests, dict) else None
+    return isinstance(tools, dict) and isinstance(tools.get("call"), dict)
+
+
+def _declares(capabilities: dict[str, Any], capability: str, flag: str) -> bool:
+    entry = capabilities.get(capability)
+    return isinstance(entry, dict) and entry.get(flag) is True
+
+
+class Adapter(Projection):
     """One MCP revision, in both roles: server (toward clients), client (toward upstreams)."""
 
-    version: ClassVar[str]
-
-    # Behavioural flags: everything above the adapters branches on these (and on
-    # the derived `can_push_ask` and `carries_state` below).  `can_ask`: asks travel
-    # in results (`input_required`); `asks_in_arguments`: what cannot be pushed
-    # travels in reserved tool arguments and a tool result that says what is needed.
-    can_ask: ClassVar[bool]
-    asks_in_arguments: ClassVar[bool]
-    has_handshake: ClassVar[bool]
-    allows_batch: ClassVar[bool]
-
-    # What the revision defines, as tables; subclasses extend or trim them.
-    methods: ClassVar[frozenset[Operation]]
-    server_notifications: ClassVar[frozenset[str]]
-    ask_kinds: ClassVar[frozenset[AskKind]]
-    # Asks this revision's clients can take as server-initiated requests.
-    pushable_asks: ClassVar[frozenset[AskKind]]
-    tool_fields: ClassVar[frozenset[str]]
-    resource_fields: ClassVar[frozenset[str]]
-    template_fields: ClassVar[frozenset[str]]
-    prompt_fields: ClassVar[frozenset[str]]
-    implementation_fields: ClassVar[frozenset[str]]
-    content_types: ClassVar[frozenset[str]]
-    server_capabilities: ClassVar[frozenset[str]]
-    client_capabilities: ClassVar[frozenset[str]]
-    result_fields: ClassVar[frozenset[str]]
-    content_meta: ClassVar[bool]  # `_meta` and annotations.lastModified on blocks
-    structured_content: ClassVar[str]  # "none", "object" or "any"
-    progress_message: ClassVar[bool]
-    # Task-only tools are offered (the client runs tasks through the tasks extension):
-    # set on the `task_clients` view of an adapter, never on a revision class.
-    offers_task_tools: bool = False
-    # HTTP transport facts.
-    session_header: ClassVar[str | None] = "mcp-session-id"
-    version_header: ClassVar[bool] = False
-    transports: ClassVar[frozenset[str]] = frozenset({"http", "sse", "stdio"})
-    # Streamable HTTP SSE streams carry event ids and resume after `Last-Event-ID`;
-    # `primes_streams`: each opens with a priming event (an id, empty data, `retry`).
-    resumable_streams: ClassVar[bool] = False
-    primes_streams: ClassVar[bool] = False
-
-    codes: ClassVar[dict[FailureKind, int]]
-    statuses: ClassVar[dict[FailureKind, int]]
-    # Error codes only servers of this revision's era send (era evidence in a probe).
-    era_refusal_codes: ClassVar[frozenset[int]] = frozenset()
-
-    # ------------------------------------------------------------------ flags
-
-    @property
-    def can_push_ask(self) -> bool:
-        """Servers of this revision may put asks to clients as server-initiated
-        requests (the kinds `pushable_asks` lists).
-
-        Derived, so the flag and the table cannot disagree.  The seed's table says
-        False for 2024-11-05 and 2025-03-26; their specifications do define
-        `sampling/createMessage` and `roots/list` as server requests (schema
-        `ServerRequest`, client/sampling.mdx, client/roots.mdx), so here it is True
-        for them: they push those two and carry elicitation in arguments.
-        """
-        return bool(self.pushable_asks)
-
-    @property
-    def carries_state(self) -> bool:
-        """Handler state leaves the server and comes back on every revision that
-        cannot push every ask: `can_ask` or `asks_in_arguments` (as the seed says)."""
-        return self.can_ask or self.asks_in_arguments
-
-    @classmethod
-    def named_version(cls, message: dict[str, Any]) -> str | None:
-        """The revision a message names for itself, on revisions whose every request
-        says it (no negotiation); None where this revision's messages say nothing.
-        How selection recognises such a message, whatever revision it names."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.version}>"
-
-    @functools.cached_property
-    def task_clients(self) -> Self:
-        """This same adapter toward clients whose tasks the gateway runs: task-only
-        tools are offered.  A copy of this instance, so a subclass (a later
-        revision) keeps every projection of its own for those clients too."""
-        view = copy.copy(self)
-        view.offers_task_tools = True
-        return view
-
-    # ------------------------------------------------------ failure mapping
-
-    def error_code(self, failure: Failure) -> int:
-        if failure.kind is FailureKind.UPSTREAM_ERROR and failure.code is not None:
-            return self.translate_code(failure.code)
-        return self.codes.get(failure.kind, -32603)
-
-    def translate_code(self, code: int) -> int:
-        """An upstream's pass-through code, as this revision may say it."""
-        return code
-
-    def http_status(self, failure: Failure) -> int:
-        return self.statuses.get(failure.kind, 200)
-
-    # ================================================================ server
+    # ---- decode
 
     def decode(self, preamble: Preamble) -> list[Decoded]:
         """One inbound body into Calls, client replies, or failures that keep the id."""
@@ -600,178 +466,6 @@ class Adapter(ABC):
             data = {"supported": data.get("supported", []), "requested": data.get("requested")}
         return rpc.error(id_, self.error_code(failure), failure.message, data)
 
-    def project_result_fields(self, result: dict[str, Any]) -> dict[str, Any]:
-        return _keep(result, KNOWN_RESULT_FIELDS, self.result_fields)
-
-    # ---- projections: what a client of this revision may see
-
-    def project_result(
-        self, operation: Operation, result: dict[str, Any], profile: ServerProfile
-    ) -> dict[str, Any]:
-        """A complete result projected onto this revision, lossless where it can be."""
-        out = self.project_result_fields(result)
-        if operation is Operation.TOOLS_LIST and isinstance(out.get("tools"), list):
-            out["tools"] = self._describe_all(out["tools"], ToolSpec, self.describe_tool, profile)
-        elif operation is Operation.RESOURCES_LIST and isinstance(out.get("resources"), list):
-            out["resources"] = self._describe_all(
-                out["resources"], ResourceSpec, self.describe_resource, profile
-            )
-        elif operation is Operation.RESOURCES_TEMPLATES_LIST and isinstance(
-            out.get("resourceTemplates"), list
-        ):
-            out["resourceTemplates"] = self._describe_all(
-                out["resourceTemplates"], ResourceTemplateSpec, self.describe_template, profile
-            )
-        elif operation is Operation.PROMPTS_LIST and isinstance(out.get("prompts"), list):
-            out["prompts"] = self._describe_all(
-                out["prompts"], PromptSpec, self.describe_prompt, profile
-            )
-        elif operation is Operation.TOOLS_CALL:
-            out = self.project_tool_result(result, out)
-        elif operation is Operation.PROMPTS_GET and isinstance(out.get("messages"), list):
-            out["messages"] = [self.project_message(m) for m in out["messages"]]
-        elif operation is Operation.RESOURCES_READ and isinstance(out.get("contents"), list):
-            out["contents"] = [self.project_resource_contents(c) for c in out["contents"]]
-        elif operation in (Operation.INITIALIZE, Operation.DISCOVER):
-            if isinstance(out.get("capabilities"), dict):
-                out["capabilities"] = self.capabilities(out["capabilities"])
-            if isinstance(out.get("serverInfo"), dict):
-                out["serverInfo"] = self.describe_implementation(out["serverInfo"])
-        return out
-
-    def _describe_all(
-        self, items: list[Any], spec_type: type[Any], describe: Any, profile: ServerProfile
-    ) -> list[Any]:
-        out = []
-        for item in items:
-            try:
-                spec = spec_type.model_validate(item)
-            except ValidationError:
-                out.append(item)  # not ours to judge: pass it on as the upstream sent it
-                continue
-            described = describe(spec, profile)
-            if described is not None:
-                out.append(described)
-        return out
-
-    def describe_tool(
-        self, spec: ToolSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        execution = spec.execution if isinstance(spec.execution, dict) else {}
-        if (
-            execution.get("taskSupport") == "required"
-            and "execution" not in self.tool_fields
-            and not self.offers_task_tools
-        ):
-            # Only callable as a task, and this revision has no tasks: hidden, since
-            # every call a client of it could make would fail.
-            return None
-        tool = _keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)
-        if "annotations" in tool and isinstance(tool["annotations"], dict):
-            tool["annotations"] = dict(tool["annotations"])
-        if profile is not None and self.asks_in_arguments and self._needs_reserved(profile):
-            tool["inputSchema"] = _with_reserved_arguments(tool.get("inputSchema") or {})
-        return tool
-
-    def _needs_reserved(self, profile: ServerProfile) -> bool:
-        """Reserved answer arguments only where the upstream may ask what we cannot push."""
-        return any(AskKind(kind) not in self.pushable_asks for kind in profile.ask_kinds)
-
-    def describe_resource(
-        self, spec: ResourceSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        resource = _keep(spec.wire(), KNOWN_RESOURCE_FIELDS, self.resource_fields)
-        return self._project_annotations(resource)
-
-    def describe_template(
-        self, spec: ResourceTemplateSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        template = _keep(spec.wire(), KNOWN_TEMPLATE_FIELDS, self.template_fields)
-        return self._project_annotations(template)
-
-    def describe_prompt(
-        self, spec: PromptSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        prompt = _keep(spec.wire(), KNOWN_PROMPT_FIELDS, self.prompt_fields)
-        if isinstance(prompt.get("arguments"), list) and "title" not in self.prompt_fields:
-            prompt["arguments"] = [
-                {k: v for k, v in a.items() if k != "title"} if isinstance(a, dict) else a
-                for a in prompt["arguments"]
-            ]
-        return prompt
-
-    def describe_implementation(self, info: dict[str, Any]) -> dict[str, Any]:
-        return _keep(info, KNOWN_IMPLEMENTATION_FIELDS, self.implementation_fields)
-
-    def capabilities(self, server_capabilities: dict[str, Any]) -> dict[str, Any]:
-        """The upstream's capabilities as this revision's clients may see them."""
-        return _keep(server_capabilities, KNOWN_SERVER_CAPABILITIES, self.server_capabilities)
-
-    def _project_annotations(self, item: dict[str, Any]) -> dict[str, Any]:
-        annotations = item.get("annotations")
-        if not self.content_meta and isinstance(annotations, dict):
-            item["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
-        return item
-
-    def project_content(self, block: Any) -> Any:
-        """One content block as this revision can carry it (downgraded, never dropped)."""
-        if not isinstance(block, dict):
-            return block
-        kind = block.get("type")
-        if isinstance(kind, str) and kind in KNOWN_CONTENT_TYPES and kind not in self.content_types:
-            return self.downgrade_content(block)
-        block = dict(block)
-        if not self.content_meta:
-            block.pop("_meta", None)
-            self._project_annotations(block)
-            resource = block.get("resource")
-            if isinstance(resource, dict) and "_meta" in resource:
-                block["resource"] = {k: v for k, v in resource.items() if k != "_meta"}
-        if kind == "resource_link" and "icons" not in self.resource_fields:
-            block.pop("icons", None)
-        return block
-
-    def downgrade_content(self, block: dict[str, Any]) -> dict[str, Any]:
-        """A text block that says what the client's revision could not show."""
-        kind = block.get("type")
-        if kind == "resource_link":
-            name = block.get("title") or block.get("name") or block.get("uri")
-            text = f"Resource link: {block.get('uri')} ({name})"
-        else:
-            text = f"[{kind} content ({block.get('mimeType', 'unknown type')}) omitted]"
-        return {"type": "text", "text": text}
-
-    def project_tool_result(self, original: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-        content = out.get("content")
-        if isinstance(content, list):
-            out["content"] = [self.project_content(block) for block in content]
-        structured = original.get("structuredContent")
-        if "structuredContent" in original:
-            fits = self.structured_content == "any" or (
-                self.structured_content == "object" and isinstance(structured, dict)
-            )
-            if fits:
-                out["structuredContent"] = structured
-            else:
-                out.pop("structuredContent", None)
-                blocks = out.setdefault("content", [])
-                if isinstance(blocks, list) and not any(
-                    isinstance(b, dict) and b.get("type") == "text" for b in blocks
-                ):
-                    blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
-        return out
-
-    def project_message(self, message: Any) -> Any:
-        if isinstance(message, dict) and "content" in message:
-            message = dict(message)
-            message["content"] = self.project_content(message["content"])
-        return message
-
-    def project_resource_contents(self, contents: Any) -> Any:
-        if isinstance(contents, dict) and not self.content_meta and "_meta" in contents:
-            return {k: v for k, v in contents.items() if k != "_meta"}
-        return contents
-
     # ---- notifications and pushed asks toward the client
 
     def encode_event(self, event: Event, listen_id: Any = None) -> Message | None:
@@ -796,6 +490,16 @@ class Adapter(ABC):
         """The answer for the server when this revision cannot put ``ask`` to its
         clients at all (None: it can, as `project_ask_params` projects it)."""
         return None
+
+    # ---- listens of clients (on revisions that have them)
+
+    def listen_interest(self, params: dict[str, Any]) -> Interest:
+        """What a client's listen asks for (nothing, where listens do not exist)."""
+        return Interest()
+
+    def listen_acknowledgement(self, honoured: Interest) -> Event:
+        """The event telling a listening client what is honoured."""
+        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
 
     # ---- tasks toward clients of the tasks extension (the gateway runs them)
 
@@ -866,10 +570,6 @@ class Adapter(ABC):
                 )
         return None
 
-    # Streamable HTTP requests of this revision mirror annotated tool arguments
-    # into `Mcp-Param-*` headers (the server checks them against the tool).
-    mirrors_params: ClassVar[bool] = False
-
     def check_param_headers(
         self, tool: dict[str, Any], arguments: Any, preamble: Preamble
     ) -> Failure | None:
@@ -935,7 +635,7 @@ class Adapter(ABC):
         )
 
     def client_project_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
-        projected = _keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
+        projected = keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
         if "elicitation" in projected and AskKind.ELICIT not in self.ask_kinds:
             projected.pop("elicitation")
         return projected
@@ -1086,13 +786,7 @@ class Adapter(ABC):
         """Whether an upstream takes subscriptions to resource updates."""
         return _declares(capabilities, "resources", "subscribe")
 
-    def listen_interest(self, params: dict[str, Any]) -> Interest:
-        """What a client's listen asks for (nothing, where listens do not exist)."""
-        return Interest()
-
-    def listen_acknowledgement(self, honoured: Interest) -> Event:
-        """The event telling a listening client what is honoured."""
-        raise Failure(FailureKind.UNKNOWN_METHOD, "listening is not part of this revision")
+    # ---- listens toward an upstream (on revisions that have them)
 
     def client_listen_params(self, wanted: Interest) -> dict[str, Any]:
         """The params of an upstream listen for ``wanted``."""
@@ -1135,39 +829,3 @@ class Adapter(ABC):
             params = message.get("params")
             return Event(message["method"], params if isinstance(params, dict) else {})
         return None
-
-
-def _declares(capabilities: dict[str, Any], capability: str, flag: str) -> bool:
-    entry = capabilities.get(capability)
-    return isinstance(entry, dict) and entry.get(flag) is True
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:3]:
-        where = ".".join(str(p) for p in error["loc"]) or "params"
-        parts.append(f"{where}: {error['msg']}")
-    return "Invalid params: " + "; ".join(parts)
-
-
-def _with_reserved_arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    schema = dict(schema)
-    properties = dict(schema.get("properties") or {})
-    properties[ANSWERS_ARGUMENT] = {
-        "type": "object",
-        "description": "Only when a previous call asked for input: the answers, by key.",
-    }
-    properties[STATE_ARGUMENT] = {
-        "type": "string",
-        "description": "Only when a previous call asked for input: the state it returned.",
-    }
-    schema["properties"] = properties
-    return schema
-
-
-def _merge_capabilities(asks: Iterable[Ask]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for ask in asks:
-        for key, value in ask.capability().items():
-            merged.setdefault(key, {}).update(value)
-    return merged
