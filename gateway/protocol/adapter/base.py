@@ -2,9 +2,9 @@
 failures are said (error codes, HTTP statuses).
 
 `AdapterBase` declares the facts each revision file sets; the rest builds on it:
-`projection.py` (what a client of the revision may see) and, in `__init__.py` for
-now, the server and client roles.  Also here: the few wire names and helpers both
-roles use.  Nothing here names a revision: the
+`projection.py` (what a client of the revision may see), `client.py` (the gateway
+toward upstreams) and, in `__init__.py` for now, the server role.  Also here: the
+few wire names and helpers both roles use.  Nothing here names a revision: the
 tables in the revision files do.
 """
 
