@@ -1,10 +1,10 @@
 """The base of every adapter: what a revision is, as flags and tables, and how its
 failures are said (error codes, HTTP statuses).
 
-`AdapterBase` declares the facts each revision file sets; the rest builds on it:
-`projection.py` (what a client of the revision may see), `client.py` (the gateway
-toward upstreams) and, in `__init__.py` for now, the server role.  Also here: the
-few wire names and helpers both roles use.  Nothing here names a revision: the
+`AdapterBase` declares the facts each revision file sets; the roles build on it:
+`projection.py` (what a client of the revision may see), `server.py` (the gateway
+toward clients), `client.py` (the gateway toward upstreams).  Also here: the few
+wire names and helpers both roles use.  Nothing here names a revision: the
 tables in the revision files do.
 """
 

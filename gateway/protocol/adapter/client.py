@@ -30,7 +30,7 @@ from gateway.protocol.adapter.base import Message
 from gateway.protocol.adapter.projection import KNOWN_CLIENT_CAPABILITIES, Projection, keep
 
 # A task's fields in core tasks (wire name -> the core Task's fact); the tasks
-# extension says the same facts with two lifetimes renamed (__init__.py).
+# extension says the same facts with two lifetimes renamed (server.py).
 CORE_TASK_FIELDS = {
     "status": "status",
     "statusMessage": "status_message",
