@@ -506,13 +506,6 @@ def test_initialize_result(version: str) -> None:
     assert "instructions" not in bare
 
 
-@pytest.mark.parametrize("version", VERSIONS[:4])
-def test_negotiate(version: str) -> None:
-    a = adapter(version)
-    assert a.negotiate(version, VERSIONS[:4]) == version
-    assert a.negotiate("1999-01-01", VERSIONS[:4]) == "2025-11-25"
-
-
 def test_discover_result() -> None:
     profile = ServerProfile(
         info=INFO,
