@@ -1,18 +1,17 @@
-"""Wiring: builds the running gateway (routes, upstream links, endpoints) and runs it."""
+"""Wiring: settings turned into values (limits, the state key, cluster options), the
+aiohttp application built (a route per upstream, its link, guard and auth; the
+request-context middleware; the ops endpoints of :mod:`gateway.ops`), and the gateway
+started and run until a signal (the way down is :mod:`gateway.lifecycle`'s)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import ipaddress
 import itertools
 import os
 import re
 import secrets
-import signal
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -34,7 +33,17 @@ from gateway.core import Failure, FailureKind
 from gateway.core.limits import DescriptorBudget
 from gateway.core.quota import Quota
 from gateway.demo import start_demo
-from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
+from gateway.lifecycle import (
+    CLOSE_GRACE,
+    SHUTDOWN_MARGIN,
+    InFlight,
+    Signals,
+    settle_memory,
+    stop_accepting,
+    watchdog,
+)
+from gateway.observability import Metrics, log_call, trace_ids
+from gateway.ops import OPS_PATHS, Ops
 from gateway.protocol import AdapterSet
 from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings, SettingsError
 from gateway.transport.guard import OriginGuard
@@ -56,21 +65,10 @@ log = structlog.get_logger(__name__)
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 # At most one "short of descriptors" warning this often, however many are refused.
 BUDGET_LOG_INTERVAL = 10.0
-# How long /readyz waits for one upstream before calling it unreachable.
-READY_TIMEOUT = 5.0
-# After the drain, how long aiohttp may take to close what is left (streams ending).
-CLOSE_GRACE = 2.0
-# After the drain deadline, how long the rest of the shutdown may take before the
-# process is ended regardless (ending sessions, closing connections, reaping children).
-SHUTDOWN_MARGIN = 5.0
-# Net allocations between young-generation collections, once startup is frozen.
-GC_YOUNG_THRESHOLD = 10_000
 REQUEST_ID_HEADER = "X-Request-Id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# Ops endpoints: answered even when the descriptor budget refuses new work.
-OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 @dataclass(frozen=True)
@@ -204,16 +202,14 @@ class Gateway:
         self.drain_timeout = drain_timeout
         self.adapters = AdapterSet.default()
         self.endpoints: list[Endpoint] = []
-        self.draining = False
+        # Requests in flight, and the way down (gateway/lifecycle.py).
+        self.work = InFlight(self.endpoints)
         self._http: aiohttp.ClientSession | None = None
         self._route_http: list[aiohttp.ClientSession] = []
         self._runner: web.AppRunner | None = None
-        self._requests: set[asyncio.Task[Any]] = set()
-        self._force = asyncio.Event()
         self._budget_logged = float("-inf")
         self._request_id_prefix = secrets.token_hex(8)
         self._request_numbers = itertools.count()
-        self._ops_guard = OriginGuard(loopback_only=True)
         # Several replicas as one (gateway/cluster): None without --cluster / --workers.
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
@@ -227,6 +223,7 @@ class Gateway:
             in_flight=self.in_flight,
             lane=self._lane_figures,
         )
+        self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -254,7 +251,7 @@ class Gateway:
 
     def in_flight(self) -> int:
         """Client requests (POSTs) being handled, and calls answered on a stream."""
-        return len(self._requests) + sum(len(e.busy()) for e in self.endpoints)
+        return self.work.count()
 
     # ------------------------------------------------------------------ build
 
@@ -292,9 +289,7 @@ class Gateway:
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
-        self._ops_guard = OriginGuard(
-            loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts
-        )
+        self.ops.guard = OriginGuard(loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts)
         # Discovery documents are fetched without any credentials (the shared session).
         fetcher = DocumentFetcher(self._http)
         for spec in self.specs:
@@ -308,9 +303,7 @@ class Gateway:
             app.router.add_route("GET", spec.path, endpoint.get)
             app.router.add_route("DELETE", spec.path, endpoint.delete)
         WellKnown([e.route.auth for e in self.endpoints if e.route.auth is not None]).register(app)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
+        self.ops.register(app)
         return app
 
     def _route(self, spec: RouteSpec, loopback: bool) -> Route:
@@ -423,7 +416,7 @@ class Gateway:
         tracked = request.method == "POST" and task is not None
         if tracked:
             assert task is not None
-            self._requests.add(task)
+            self.work.requests.add(task)
         try:
             refused = self._over_budget(request)
             if refused is not None:
@@ -435,7 +428,7 @@ class Gateway:
             structlog.contextvars.reset_contextvars(**tokens)
             if tracked:
                 assert task is not None
-                self._requests.discard(task)
+                self.work.requests.discard(task)
 
     def _request_context(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
         """The request's id, bound with its trace ids to the log context (the tokens
@@ -456,10 +449,7 @@ class Gateway:
         """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
         while the process is short of descriptors, before it runs out of them."""
         if request.path in OPS_PATHS:
-            refused = self._ops_guard.check({k.lower(): v for k, v in request.headers.items()})
-            if refused is not None:
-                return web.json_response({"error": refused.message}, status=403)
-            return None
+            return self.ops.refused(request)
         overloaded = self._overloaded()
         return to_web(overloaded) if overloaded is not None else None
 
@@ -489,35 +479,7 @@ class Gateway:
             # The lane answers each request in a task of its own: nothing to reset.
             return self._request_context(headers)[0]
 
-        return LaneHooks(context=context, overloaded=self._overloaded, requests=self._requests)
-
-    # -------------------------------------------------------------- endpoints
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        if self.draining:
-            return web.json_response({"ready": False, "draining": True, "routes": {}}, status=503)
-        checks = await asyncio.gather(*(self._route_ready(e.route) for e in self.endpoints))
-        routes = {
-            endpoint.route.path: check
-            for endpoint, check in zip(self.endpoints, checks, strict=True)
-        }
-        ready = all(check["ready"] for check in checks)
-        return web.json_response({"ready": ready, "routes": routes}, status=200 if ready else 503)
-
-    async def _route_ready(self, route: Route) -> dict[str, Any]:
-        """Ready: the upstream's era is known and its port still takes connections."""
-        check = await route.backend.ready(READY_TIMEOUT)
-        if check["ready"]:
-            check["sessions"] = len(route.sessions)
-        return check
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE}
-        )
+        return LaneHooks(context=context, overloaded=self._overloaded, requests=self.work.requests)
 
     # ---------------------------------------------------------------- running
 
@@ -573,50 +535,14 @@ class Gateway:
     async def drain(self, deadline_s: float) -> int:
         """Stop accepting, then wait (up to ``deadline_s`` seconds) for the calls in flight.
         Returns how many were still running at the deadline."""
-        self.draining = True
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()
-            if self._runner.server is not None:
-                self._runner.server.pre_shutdown()  # keep-alive connections end after this request
-        if self._listener is not None:
-            self._listener.close()
-        if self.lane is not None:
-            self.lane.pre_shutdown()
-        for endpoint in self.endpoints:
-            # A listen lasts as long as its client: it would hold the drain to the deadline.
-            endpoint.pipeline.end_listens()
-        deadline = time.monotonic() + deadline_s
-        log.info("draining", in_flight=self.in_flight(), drain_timeout=deadline_s)
-        force = asyncio.ensure_future(self._force.wait())
-        try:
-            while True:
-                pending = set(self._requests)
-                for endpoint in self.endpoints:
-                    pending |= endpoint.busy()
-                remaining = deadline - time.monotonic()
-                if not pending or remaining <= 0 or self._force.is_set():
-                    break
-                await asyncio.wait(
-                    {*pending, force}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-        finally:
-            force.cancel()
-        left = self.in_flight()
-        if left:
-            log.warning("drain deadline passed; cancelling the calls left", in_flight=left)
-        else:
-            log.info("drained")
-        return left
+        self.work.draining = True
+        await stop_accepting(self._runner, self._listener, self.lane, self.endpoints)
+        return await self.work.wait(deadline_s)
 
     async def stop(self, drain_timeout: float = 0.0) -> None:
         """Drain, end the downstream sessions, end the upstream sessions (DELETE)."""
         if await self.drain(drain_timeout):
-            # Past the deadline: cut off the calls left rather than wait for aiohttp's grace.
-            left = set(self._requests)
-            for task in left:
-                task.cancel()
-            await asyncio.wait(left, timeout=CLOSE_GRACE)
+            await self.work.cut_off()
         await self._release()
         log.info("gateway stopped")
 
@@ -642,61 +568,46 @@ class Gateway:
             await self._http.close()
 
     async def serve_forever(self, *, demo: bool = False) -> None:
+        """Start (fronting the bundled demo server when ``demo``), serve until
+        SIGTERM/SIGINT, then drain and stop within the drain timeout."""
         demo_runner = None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal(name: str) -> None:
-            if stop.is_set():
-                log.warning("second signal: not waiting for the calls in flight", signal=name)
-                self._force.set()
-            else:
-                log.info("shutting down", signal=name)
-                stop.set()
-
         try:
             if demo:
-                demo_runner, url = await start_demo()
-                self.specs = [RouteSpec(path="/mcp", upstream=url)]
-                log.info(
-                    "no --route given: fronting the bundled demo server",
-                    route="/mcp",
-                    upstream=url,
-                    hint="pass --route PATH=URL to front your own MCP server",
-                )
+                demo_runner = await self._front_demo()
             try:
                 await self.start()
             except BaseException:
                 await self._release()
                 raise
-            _settle_memory()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, on_signal, sig.name)
-            await stop.wait()
-            started = time.monotonic()
-            _watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
-            if self.cluster is not None:
-                # Keep listening while what this replica owns finishes (relayed to it).
-                self.draining = True
-                await self.cluster.drain(self.drain_timeout, self._owned_work)
-            await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
+            settle_memory()
+            with Signals(self.work.force) as signals:
+                await signals.stop.wait()
+                await self._shut_down()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
             if demo_runner is not None:
                 await demo_runner.cleanup()
 
+    async def _front_demo(self) -> web.AppRunner:
+        """No route given: the bundled demo server, started and fronted at /mcp."""
+        demo_runner, url = await start_demo()
+        self.specs = [RouteSpec(path="/mcp", upstream=url)]
+        log.info(
+            "no --route given: fronting the bundled demo server",
+            route="/mcp",
+            upstream=url,
+            hint="pass --route PATH=URL to front your own MCP server",
+        )
+        return demo_runner
 
-def _settle_memory() -> None:
-    """What startup built (modules, schemas, routes) lives as long as the process: it
-    is frozen out of the collector's sight, so a full collection no longer walks it
-    (about 45 ms each, with 73,000 objects).  The young generation is collected less
-    often: a call's own objects die by reference count, and CPython's default (700
-    net allocations) collected it every ~15 calls (bench/README.md, round 5)."""
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+    async def _shut_down(self) -> None:
+        """The way down after a signal, bounded by the watchdog."""
+        started = time.monotonic()
+        watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
+        if self.cluster is not None:
+            # Keep listening while what this replica owns finishes (relayed to it).
+            self.work.draining = True
+            await self.cluster.drain(self.drain_timeout, self._owned_work)
+        await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
 
 
 def _default_forward() -> tuple[str, ...]:
@@ -708,20 +619,6 @@ def _default_forward() -> tuple[str, ...]:
 
 
 _DEFAULT_FORWARD = _default_forward()
-
-
-def _watchdog(seconds: float) -> None:
-    """Whatever holds the shutdown up (a stuck upstream, a loop flooded with work), the
-    process ends ``seconds`` from now: a daemon thread, so the loop need not run."""
-
-    def hard_exit() -> None:
-        sys.stderr.write(f"gateway: shutdown took over {seconds:g}s; exiting now\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(seconds, hard_exit)
-    timer.daemon = True
-    timer.start()
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
