@@ -26,7 +26,13 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bridge.backend import Backend
+from gateway.bridge.backend import (
+    DEFAULT_MAX_PARKED,
+    DEFAULT_MAX_PARKED_PER_PRINCIPAL,
+    DEFAULT_PARK_TTL_OVER_QUOTA,
+    Backend,
+)
+from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
@@ -45,14 +51,39 @@ from gateway.lifecycle import (
 from gateway.observability import Metrics, log_call, trace_ids
 from gateway.ops import OPS_PATHS, Ops
 from gateway.protocol import AdapterSet
-from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings, SettingsError
+from gateway.settings import (
+    DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_FD_RESERVE,
+    DEFAULT_HEADER_TIMEOUT,
+    ROUTE_OPTIONS,
+    RouteSpec,
+    Settings,
+    SettingsError,
+)
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.post import Plain
-from gateway.transport.route import Route
-from gateway.transport.sessions import SessionStore
+from gateway.transport.route import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_FORWARD_HEADERS,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+    DEFAULT_STREAM_IDLE_TIMEOUT,
+    Route,
+)
+from gateway.transport.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    SessionStore,
+)
 from gateway.upstream.link import UpstreamLink
+from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster is configured
     from gateway.cluster.node import ClusterNode
@@ -62,7 +93,6 @@ __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_MAX_BODY = 4 * 1024 * 1024
 # At most one "short of descriptors" warning this often, however many are refused.
 BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -75,20 +105,20 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Limits:
     """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
 
-    max_parked_per_principal: int = 100
-    park_ttl_over_quota: float = 30.0
-    ask_settle: float = 0.05
-    max_sessions: int = 10_000
-    max_sessions_per_principal: int = 1_000
-    max_streams: int = 1_000
-    max_streams_per_principal: int = 100
-    max_inflight: int = 2_000
-    max_inflight_per_principal: int = 200
-    max_batch: int = 64
-    header_timeout: float = 15.0
-    body_timeout: float = 30.0
-    stream_idle_timeout: float = 300.0
-    fd_reserve: int = 128
+    max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL
+    park_ttl_over_quota: float = DEFAULT_PARK_TTL_OVER_QUOTA
+    ask_settle: float = DEFAULT_ASK_SETTLE
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_streams_per_principal: int = DEFAULT_MAX_STREAMS_PER_PRINCIPAL
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    max_inflight_per_principal: int = DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL
+    max_batch: int = DEFAULT_MAX_BATCH
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
 
     @classmethod
@@ -108,7 +138,7 @@ def _forwarded_headers(spec: RouteSpec) -> tuple[str, ...]:
     return tuple(
         dict.fromkeys(
             name
-            for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
+            for name in (*DEFAULT_FORWARD_HEADERS, *spec.forward_headers)
             if name not in static
             # auth=gateway: the client's token is the gateway's, never the upstream's.
             and not (spec.auth == "gateway" and name == "authorization")
@@ -156,7 +186,7 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         )
     from gateway.cluster.options import ClusterOptions
 
-    timeout = max((spec.timeout for spec in settings.routes), default=300.0)
+    timeout = max((spec.timeout for spec in settings.routes), default=DEFAULT_REQUEST_TIMEOUT)
     return ClusterOptions(
         settings.cluster,
         advertise=settings.advertise,
@@ -174,11 +204,11 @@ class Gateway:
         *,
         host: str = "127.0.0.1",
         port: int = 8080,
-        session_idle_timeout: float = 3600.0,
+        session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_body_bytes: int = DEFAULT_MAX_BODY,
-        drain_timeout: float = 30.0,
-        park_ttl: float = 600.0,
-        max_parked: int = 1000,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        park_ttl: float = DEFAULT_PARK_TTL,
+        max_parked: int = DEFAULT_MAX_PARKED,
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
         limits: Limits | None = None,
@@ -608,17 +638,6 @@ class Gateway:
             self.work.draining = True
             await self.cluster.drain(self.drain_timeout, self._owned_work)
         await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
-
-
-def _default_forward() -> tuple[str, ...]:
-    """The inbound headers every route forwards upstream (authorization, trace context)."""
-    for field in dataclasses.fields(Route):
-        if field.name == "forward_headers" and isinstance(field.default, tuple):
-            return tuple(str(name) for name in field.default)
-    return ("authorization", "traceparent", "tracestate", "baggage")
-
-
-_DEFAULT_FORWARD = _default_forward()
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

@@ -14,6 +14,10 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
     "sampling": {},
     "elicitation": {"form": {}, "url": {}},
 }
+# Seconds: to connect, for one call's answer, for the era probe's answer.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REQUEST_TIMEOUT = 300.0
+DEFAULT_PROBE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -32,8 +36,8 @@ class UpstreamSettings:
     end_sessions: bool = True
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
-    connect_timeout: float = 10.0
-    request_timeout: float = 300.0
-    probe_timeout: float = 10.0
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
