@@ -1,18 +1,17 @@
-"""Wiring: builds the running gateway (routes, upstream links, endpoints) and runs it."""
+"""Wiring: settings turned into values (limits, the state key, cluster options), the
+aiohttp application built (a route per upstream, its link, guard and auth; the
+request-context middleware; the ops endpoints of :mod:`gateway.ops`), and the gateway
+started and run until a signal (the way down is :mod:`gateway.lifecycle`'s)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import ipaddress
 import itertools
 import os
 import re
 import secrets
-import signal
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -27,23 +26,64 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bridge.backend import Backend
+from gateway.bridge.backend import (
+    DEFAULT_MAX_PARKED,
+    DEFAULT_MAX_PARKED_PER_PRINCIPAL,
+    DEFAULT_PARK_TTL_OVER_QUOTA,
+    Backend,
+)
+from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
 from gateway.core.limits import DescriptorBudget
 from gateway.core.quota import Quota
 from gateway.demo import start_demo
-from gateway.observability import METRICS_CONTENT_TYPE, Metrics, log_call, trace_ids
+from gateway.lifecycle import (
+    CLOSE_GRACE,
+    SHUTDOWN_MARGIN,
+    InFlight,
+    Signals,
+    settle_memory,
+    stop_accepting,
+    watchdog,
+)
+from gateway.observability import Metrics, log_call, trace_ids
+from gateway.ops import OPS_PATHS, Ops
 from gateway.protocol import AdapterSet
-from gateway.settings import ROUTE_OPTIONS, RouteSpec, Settings, SettingsError
+from gateway.settings import (
+    DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_FD_RESERVE,
+    DEFAULT_HEADER_TIMEOUT,
+    ROUTE_OPTIONS,
+    RouteSpec,
+    Settings,
+    SettingsError,
+)
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.post import Plain
-from gateway.transport.route import Route
-from gateway.transport.sessions import SessionStore
+from gateway.transport.route import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_FORWARD_HEADERS,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+    DEFAULT_STREAM_IDLE_TIMEOUT,
+    Route,
+)
+from gateway.transport.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    SessionStore,
+)
 from gateway.upstream.link import UpstreamLink
+from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster is configured
     from gateway.cluster.node import ClusterNode
@@ -53,44 +93,32 @@ __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_MAX_BODY = 4 * 1024 * 1024
 # At most one "short of descriptors" warning this often, however many are refused.
 BUDGET_LOG_INTERVAL = 10.0
-# How long /readyz waits for one upstream before calling it unreachable.
-READY_TIMEOUT = 5.0
-# After the drain, how long aiohttp may take to close what is left (streams ending).
-CLOSE_GRACE = 2.0
-# After the drain deadline, how long the rest of the shutdown may take before the
-# process is ended regardless (ending sessions, closing connections, reaping children).
-SHUTDOWN_MARGIN = 5.0
-# Net allocations between young-generation collections, once startup is frozen.
-GC_YOUNG_THRESHOLD = 10_000
 REQUEST_ID_HEADER = "X-Request-Id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# Ops endpoints: answered even when the descriptor budget refuses new work.
-OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 @dataclass(frozen=True)
 class Limits:
     """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
 
-    max_parked_per_principal: int = 100
-    park_ttl_over_quota: float = 30.0
-    ask_settle: float = 0.05
-    max_sessions: int = 10_000
-    max_sessions_per_principal: int = 1_000
-    max_streams: int = 1_000
-    max_streams_per_principal: int = 100
-    max_inflight: int = 2_000
-    max_inflight_per_principal: int = 200
-    max_batch: int = 64
-    header_timeout: float = 15.0
-    body_timeout: float = 30.0
-    stream_idle_timeout: float = 300.0
-    fd_reserve: int = 128
+    max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL
+    park_ttl_over_quota: float = DEFAULT_PARK_TTL_OVER_QUOTA
+    ask_settle: float = DEFAULT_ASK_SETTLE
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_streams_per_principal: int = DEFAULT_MAX_STREAMS_PER_PRINCIPAL
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    max_inflight_per_principal: int = DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL
+    max_batch: int = DEFAULT_MAX_BATCH
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
 
     @classmethod
@@ -110,7 +138,7 @@ def _forwarded_headers(spec: RouteSpec) -> tuple[str, ...]:
     return tuple(
         dict.fromkeys(
             name
-            for name in (*_DEFAULT_FORWARD, *spec.forward_headers)
+            for name in (*DEFAULT_FORWARD_HEADERS, *spec.forward_headers)
             if name not in static
             # auth=gateway: the client's token is the gateway's, never the upstream's.
             and not (spec.auth == "gateway" and name == "authorization")
@@ -158,7 +186,7 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         )
     from gateway.cluster.options import ClusterOptions
 
-    timeout = max((spec.timeout for spec in settings.routes), default=300.0)
+    timeout = max((spec.timeout for spec in settings.routes), default=DEFAULT_REQUEST_TIMEOUT)
     return ClusterOptions(
         settings.cluster,
         advertise=settings.advertise,
@@ -176,11 +204,11 @@ class Gateway:
         *,
         host: str = "127.0.0.1",
         port: int = 8080,
-        session_idle_timeout: float = 3600.0,
+        session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_body_bytes: int = DEFAULT_MAX_BODY,
-        drain_timeout: float = 30.0,
-        park_ttl: float = 600.0,
-        max_parked: int = 1000,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        park_ttl: float = DEFAULT_PARK_TTL,
+        max_parked: int = DEFAULT_MAX_PARKED,
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
         limits: Limits | None = None,
@@ -204,16 +232,14 @@ class Gateway:
         self.drain_timeout = drain_timeout
         self.adapters = AdapterSet.default()
         self.endpoints: list[Endpoint] = []
-        self.draining = False
+        # Requests in flight, and the way down (gateway/lifecycle.py).
+        self.work = InFlight(self.endpoints)
         self._http: aiohttp.ClientSession | None = None
         self._route_http: list[aiohttp.ClientSession] = []
         self._runner: web.AppRunner | None = None
-        self._requests: set[asyncio.Task[Any]] = set()
-        self._force = asyncio.Event()
         self._budget_logged = float("-inf")
         self._request_id_prefix = secrets.token_hex(8)
         self._request_numbers = itertools.count()
-        self._ops_guard = OriginGuard(loopback_only=True)
         # Several replicas as one (gateway/cluster): None without --cluster / --workers.
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
@@ -227,6 +253,7 @@ class Gateway:
             in_flight=self.in_flight,
             lane=self._lane_figures,
         )
+        self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -254,7 +281,7 @@ class Gateway:
 
     def in_flight(self) -> int:
         """Client requests (POSTs) being handled, and calls answered on a stream."""
-        return len(self._requests) + sum(len(e.busy()) for e in self.endpoints)
+        return self.work.count()
 
     # ------------------------------------------------------------------ build
 
@@ -292,9 +319,7 @@ class Gateway:
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
-        self._ops_guard = OriginGuard(
-            loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts
-        )
+        self.ops.guard = OriginGuard(loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts)
         # Discovery documents are fetched without any credentials (the shared session).
         fetcher = DocumentFetcher(self._http)
         for spec in self.specs:
@@ -308,9 +333,7 @@ class Gateway:
             app.router.add_route("GET", spec.path, endpoint.get)
             app.router.add_route("DELETE", spec.path, endpoint.delete)
         WellKnown([e.route.auth for e in self.endpoints if e.route.auth is not None]).register(app)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
+        self.ops.register(app)
         return app
 
     def _route(self, spec: RouteSpec, loopback: bool) -> Route:
@@ -423,7 +446,7 @@ class Gateway:
         tracked = request.method == "POST" and task is not None
         if tracked:
             assert task is not None
-            self._requests.add(task)
+            self.work.requests.add(task)
         try:
             refused = self._over_budget(request)
             if refused is not None:
@@ -435,7 +458,7 @@ class Gateway:
             structlog.contextvars.reset_contextvars(**tokens)
             if tracked:
                 assert task is not None
-                self._requests.discard(task)
+                self.work.requests.discard(task)
 
     def _request_context(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
         """The request's id, bound with its trace ids to the log context (the tokens
@@ -456,10 +479,7 @@ class Gateway:
         """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
         while the process is short of descriptors, before it runs out of them."""
         if request.path in OPS_PATHS:
-            refused = self._ops_guard.check({k.lower(): v for k, v in request.headers.items()})
-            if refused is not None:
-                return web.json_response({"error": refused.message}, status=403)
-            return None
+            return self.ops.refused(request)
         overloaded = self._overloaded()
         return to_web(overloaded) if overloaded is not None else None
 
@@ -489,35 +509,7 @@ class Gateway:
             # The lane answers each request in a task of its own: nothing to reset.
             return self._request_context(headers)[0]
 
-        return LaneHooks(context=context, overloaded=self._overloaded, requests=self._requests)
-
-    # -------------------------------------------------------------- endpoints
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        if self.draining:
-            return web.json_response({"ready": False, "draining": True, "routes": {}}, status=503)
-        checks = await asyncio.gather(*(self._route_ready(e.route) for e in self.endpoints))
-        routes = {
-            endpoint.route.path: check
-            for endpoint, check in zip(self.endpoints, checks, strict=True)
-        }
-        ready = all(check["ready"] for check in checks)
-        return web.json_response({"ready": ready, "routes": routes}, status=200 if ready else 503)
-
-    async def _route_ready(self, route: Route) -> dict[str, Any]:
-        """Ready: the upstream's era is known and its port still takes connections."""
-        check = await route.backend.ready(READY_TIMEOUT)
-        if check["ready"]:
-            check["sessions"] = len(route.sessions)
-        return check
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE}
-        )
+        return LaneHooks(context=context, overloaded=self._overloaded, requests=self.work.requests)
 
     # ---------------------------------------------------------------- running
 
@@ -573,50 +565,14 @@ class Gateway:
     async def drain(self, deadline_s: float) -> int:
         """Stop accepting, then wait (up to ``deadline_s`` seconds) for the calls in flight.
         Returns how many were still running at the deadline."""
-        self.draining = True
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()
-            if self._runner.server is not None:
-                self._runner.server.pre_shutdown()  # keep-alive connections end after this request
-        if self._listener is not None:
-            self._listener.close()
-        if self.lane is not None:
-            self.lane.pre_shutdown()
-        for endpoint in self.endpoints:
-            # A listen lasts as long as its client: it would hold the drain to the deadline.
-            endpoint.pipeline.end_listens()
-        deadline = time.monotonic() + deadline_s
-        log.info("draining", in_flight=self.in_flight(), drain_timeout=deadline_s)
-        force = asyncio.ensure_future(self._force.wait())
-        try:
-            while True:
-                pending = set(self._requests)
-                for endpoint in self.endpoints:
-                    pending |= endpoint.busy()
-                remaining = deadline - time.monotonic()
-                if not pending or remaining <= 0 or self._force.is_set():
-                    break
-                await asyncio.wait(
-                    {*pending, force}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-        finally:
-            force.cancel()
-        left = self.in_flight()
-        if left:
-            log.warning("drain deadline passed; cancelling the calls left", in_flight=left)
-        else:
-            log.info("drained")
-        return left
+        self.work.draining = True
+        await stop_accepting(self._runner, self._listener, self.lane, self.endpoints)
+        return await self.work.wait(deadline_s)
 
     async def stop(self, drain_timeout: float = 0.0) -> None:
         """Drain, end the downstream sessions, end the upstream sessions (DELETE)."""
         if await self.drain(drain_timeout):
-            # Past the deadline: cut off the calls left rather than wait for aiohttp's grace.
-            left = set(self._requests)
-            for task in left:
-                task.cancel()
-            await asyncio.wait(left, timeout=CLOSE_GRACE)
+            await self.work.cut_off()
         await self._release()
         log.info("gateway stopped")
 
@@ -642,86 +598,46 @@ class Gateway:
             await self._http.close()
 
     async def serve_forever(self, *, demo: bool = False) -> None:
+        """Start (fronting the bundled demo server when ``demo``), serve until
+        SIGTERM/SIGINT, then drain and stop within the drain timeout."""
         demo_runner = None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal(name: str) -> None:
-            if stop.is_set():
-                log.warning("second signal: not waiting for the calls in flight", signal=name)
-                self._force.set()
-            else:
-                log.info("shutting down", signal=name)
-                stop.set()
-
         try:
             if demo:
-                demo_runner, url = await start_demo()
-                self.specs = [RouteSpec(path="/mcp", upstream=url)]
-                log.info(
-                    "no --route given: fronting the bundled demo server",
-                    route="/mcp",
-                    upstream=url,
-                    hint="pass --route PATH=URL to front your own MCP server",
-                )
+                demo_runner = await self._front_demo()
             try:
                 await self.start()
             except BaseException:
                 await self._release()
                 raise
-            _settle_memory()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, on_signal, sig.name)
-            await stop.wait()
-            started = time.monotonic()
-            _watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
-            if self.cluster is not None:
-                # Keep listening while what this replica owns finishes (relayed to it).
-                self.draining = True
-                await self.cluster.drain(self.drain_timeout, self._owned_work)
-            await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
+            settle_memory()
+            with Signals(self.work.force) as signals:
+                await signals.stop.wait()
+                await self._shut_down()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
             if demo_runner is not None:
                 await demo_runner.cleanup()
 
+    async def _front_demo(self) -> web.AppRunner:
+        """No route given: the bundled demo server, started and fronted at /mcp."""
+        demo_runner, url = await start_demo()
+        self.specs = [RouteSpec(path="/mcp", upstream=url)]
+        log.info(
+            "no --route given: fronting the bundled demo server",
+            route="/mcp",
+            upstream=url,
+            hint="pass --route PATH=URL to front your own MCP server",
+        )
+        return demo_runner
 
-def _settle_memory() -> None:
-    """What startup built (modules, schemas, routes) lives as long as the process: it
-    is frozen out of the collector's sight, so a full collection no longer walks it
-    (about 45 ms each, with 73,000 objects).  The young generation is collected less
-    often: a call's own objects die by reference count, and CPython's default (700
-    net allocations) collected it every ~15 calls (bench/README.md, round 5)."""
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
-
-
-def _default_forward() -> tuple[str, ...]:
-    """The inbound headers every route forwards upstream (authorization, trace context)."""
-    for field in dataclasses.fields(Route):
-        if field.name == "forward_headers" and isinstance(field.default, tuple):
-            return tuple(str(name) for name in field.default)
-    return ("authorization", "traceparent", "tracestate", "baggage")
-
-
-_DEFAULT_FORWARD = _default_forward()
-
-
-def _watchdog(seconds: float) -> None:
-    """Whatever holds the shutdown up (a stuck upstream, a loop flooded with work), the
-    process ends ``seconds`` from now: a daemon thread, so the loop need not run."""
-
-    def hard_exit() -> None:
-        sys.stderr.write(f"gateway: shutdown took over {seconds:g}s; exiting now\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(seconds, hard_exit)
-    timer.daemon = True
-    timer.start()
+    async def _shut_down(self) -> None:
+        """The way down after a signal, bounded by the watchdog."""
+        started = time.monotonic()
+        watchdog(self.drain_timeout + SHUTDOWN_MARGIN)
+        if self.cluster is not None:
+            # Keep listening while what this replica owns finishes (relayed to it).
+            self.work.draining = True
+            await self.cluster.drain(self.drain_timeout, self._owned_work)
+        await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

@@ -36,6 +36,7 @@ from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Op
 from gateway.observability import configure_logging
 from gateway.protocol import AdapterSet
 from gateway.settings import (
+    DEFAULT_DRAIN_TIMEOUT,
     EVENT_LOOPS,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -48,9 +49,10 @@ from gateway.settings import (
     load_settings,
 )
 from gateway.transport.guard import OriginGuard
-from gateway.transport.route import Route
+from gateway.transport.route import DEFAULT_MAX_BATCH, Route
 from gateway.transport.stdio import run_stdio
 from gateway.upstream.link import UpstreamLink, UpstreamSettings, Verdict
+from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 app = typer.Typer(
     help=(
@@ -128,7 +130,8 @@ DrainTimeoutOption = Annotated[
     float | None,
     typer.Option(
         metavar="SECONDS",
-        help="On SIGTERM/SIGINT, how long to let calls in flight finish.  [default: 30]",
+        help="On SIGTERM/SIGINT, how long to let calls in flight finish.  "
+        f"[default: {DEFAULT_DRAIN_TIMEOUT:g}]",
     ),
 ]
 
@@ -154,7 +157,8 @@ MaxBatchOption = Annotated[
     int | None,
     typer.Option(
         metavar="N",
-        help="The most messages in one JSON-RPC batch (larger ones get one error).  [default: 64]",
+        help="The most messages in one JSON-RPC batch (larger ones get one error).  "
+        f"[default: {DEFAULT_MAX_BATCH}]",
     ),
 ]
 
@@ -407,7 +411,7 @@ def stdio(
     transport: TransportOption = "auto",
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Per-call upstream timeout.", min=0.001)
-    ] = 300.0,
+    ] = DEFAULT_REQUEST_TIMEOUT,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "warning",
     header: HeaderOption = None,
 ) -> None:

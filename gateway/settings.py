@@ -37,8 +37,34 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from gateway.bridge.backend import (
+    DEFAULT_MAX_PARKED,
+    DEFAULT_MAX_PARKED_PER_PRINCIPAL,
+    DEFAULT_PARK_TTL_OVER_QUOTA,
+)
+from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
+from gateway.transport.route import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_INFLIGHT,
+    DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+    DEFAULT_STREAM_IDLE_TIMEOUT,
+)
+from gateway.transport.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+)
 from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.link import UpstreamSettings
+from gateway.upstream.settings import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_PROBE_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
+)
 
 ENV_PREFIX = "GATEWAY_"
 TRANSPORTS = ("auto", "http", "sse")
@@ -46,6 +72,10 @@ CACHE_SCOPES = ("private", "public")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "console")
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+# Gateway-wide defaults (the per-route ones belong to the modules that use them).
+DEFAULT_DRAIN_TIMEOUT = 30.0
+DEFAULT_HEADER_TIMEOUT = 15.0
+DEFAULT_FD_RESERVE = 128
 # Options of the `--route PATH=UPSTREAM[,key=value...]` syntax.  List options
 # take several values separated by `|` (e.g. allowed_hosts=a.example|b.example).
 ROUTE_OPTIONS = {
@@ -92,7 +122,7 @@ class RouteSpec(BaseModel):
     upstream: str
     version: str | None = None
     transport: Literal["auto", "http", "sse", "stdio"] = "auto"
-    timeout: float = Field(300.0, gt=0)
+    timeout: float = Field(DEFAULT_REQUEST_TIMEOUT, gt=0)
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -104,7 +134,7 @@ class RouteSpec(BaseModel):
     # End an upstream session (DELETE) when its client's session ends; false only for
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
-    connect_timeout: float = Field(10.0, gt=0)
+    connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     # An upstream's HTTP redirect: an error ("none"), or followed when it is a 307/308
     # on the upstream's own origin ("same-origin").  Never followed to another origin.
     redirects: Literal["none", "same-origin"] = "none"
@@ -113,7 +143,7 @@ class RouteSpec(BaseModel):
     questions_at_once: int = Field(QUESTIONS_AT_ONCE, gt=0, le=10_000)
     questions_per_call: int = Field(QUESTIONS_PER_CALL, gt=0, le=1_000_000)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
-    probe_timeout: float = Field(10.0, gt=0)
+    probe_timeout: float = Field(DEFAULT_PROBE_TIMEOUT, gt=0)
     ttl_ms: int = Field(0, ge=0)
     cache_scope: Literal["private", "public"] = "private"
     allowed_hosts: list[str] = Field(default_factory=list)
@@ -310,35 +340,35 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     # auto: uvloop when it is installed (the `uvloop` extra), else asyncio's own loop.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
-    session_idle_timeout: float = Field(3600.0, gt=0)
-    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
-    drain_timeout: float = Field(30.0, ge=0)
-    park_ttl: float = Field(600.0, gt=0)
-    max_parked: int = Field(1000, gt=0)
+    session_idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
+    drain_timeout: float = Field(DEFAULT_DRAIN_TIMEOUT, ge=0)
+    park_ttl: float = Field(DEFAULT_PARK_TTL, gt=0)
+    max_parked: int = Field(DEFAULT_MAX_PARKED, gt=0)
     # Quotas: per principal (a keyed digest of credentials and tenant headers) and
     # in all, per route.  Over one: a clear error (429, or 503 for a global bound).
-    max_parked_per_principal: int = Field(100, gt=0)
+    max_parked_per_principal: int = Field(DEFAULT_MAX_PARKED_PER_PRINCIPAL, gt=0)
     # Once a principal is at its parked-call quota, its parked calls live this long.
-    park_ttl_over_quota: float = Field(30.0, gt=0)
+    park_ttl_over_quota: float = Field(DEFAULT_PARK_TTL_OVER_QUOTA, gt=0)
     # Questions an upstream asks during one call within this many seconds of each
     # other reach a stateless client as one input_required round.
-    ask_settle: float = Field(0.05, ge=0, le=5)
-    max_sessions: int = Field(10_000, gt=0)
-    max_sessions_per_principal: int = Field(1_000, gt=0)
-    max_streams: int = Field(1_000, gt=0)
-    max_streams_per_principal: int = Field(100, gt=0)
-    max_inflight: int = Field(2_000, gt=0)
-    max_inflight_per_principal: int = Field(200, gt=0)
+    ask_settle: float = Field(DEFAULT_ASK_SETTLE, ge=0, le=5)
+    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, gt=0)
+    max_sessions_per_principal: int = Field(DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, gt=0)
+    max_streams: int = Field(DEFAULT_MAX_STREAMS, gt=0)
+    max_streams_per_principal: int = Field(DEFAULT_MAX_STREAMS_PER_PRINCIPAL, gt=0)
+    max_inflight: int = Field(DEFAULT_MAX_INFLIGHT, gt=0)
+    max_inflight_per_principal: int = Field(DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL, gt=0)
     # The most messages in one JSON-RPC batch (the revisions that have batches).
-    max_batch: int = Field(64, gt=0)
+    max_batch: int = Field(DEFAULT_MAX_BATCH, gt=0)
     # Connections and time: request headers (and keep-alive idling) and bodies must
     # arrive within these; a standalone stream idle this long is ended or pinged.
-    header_timeout: float = Field(15.0, gt=0)
-    body_timeout: float = Field(30.0, gt=0)
-    stream_idle_timeout: float = Field(300.0, gt=0)
+    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
+    body_timeout: float = Field(DEFAULT_BODY_TIMEOUT, gt=0)
+    stream_idle_timeout: float = Field(DEFAULT_STREAM_IDLE_TIMEOUT, gt=0)
     # File descriptors kept free: with fewer than this left under the process's
     # limit, new requests get 503 (the ops endpoints still answer).
-    fd_reserve: int = Field(128, ge=0)
+    fd_reserve: int = Field(DEFAULT_FD_RESERVE, ge=0)
     # Host names /healthz, /readyz and /metrics answer besides loopback ones (a
     # scraper's); on a non-loopback listener with none listed, any Host.
     scrape_hosts: list[str] = Field(default_factory=list)

@@ -106,11 +106,3 @@ def default_authorization_server(origin: str) -> Document:
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
     }
-
-
-def route_for_suffix(suffix: str, paths: dict[str, str]) -> str | None:
-    """The route a path-suffixed well-known request is about: ``suffix`` is what
-    follows the well-known segment; ``paths`` maps public paths to route paths
-    (a route is reachable under its own path and its public URL's path)."""
-    wanted = suffix.rstrip("/") or "/"
-    return paths.get(wanted)

@@ -22,6 +22,12 @@ from gateway.core import Call, Exchange, ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.link import UpstreamLink, Verdict
 
+# Parked calls in all and per principal; once a principal is at its quota, how long
+# its parked calls live (seconds).
+DEFAULT_MAX_PARKED = 1000
+DEFAULT_MAX_PARKED_PER_PRINCIPAL = 100
+DEFAULT_PARK_TTL_OVER_QUOTA = 30.0
+
 
 class Backend:
     """The forwarder of one route and the upstream link behind it."""
@@ -34,9 +40,9 @@ class Backend:
         cache_ttl_ms: int = 0,
         cache_scope: str = "private",
         sealer: StateSealer | None = None,
-        max_parked: int = 1000,
-        max_parked_per_principal: int = 100,
-        park_ttl_over_quota: float = 30.0,
+        max_parked: int = DEFAULT_MAX_PARKED,
+        max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL,
+        park_ttl_over_quota: float = DEFAULT_PARK_TTL_OVER_QUOTA,
         ask_settle: float = DEFAULT_ASK_SETTLE,
     ) -> None:
         self.link = link

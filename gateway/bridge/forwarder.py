@@ -101,7 +101,6 @@ class Forwarder:
         upstream: Upstream,
         *,
         adapters: AdapterSet | None = None,
-        stateless_versions: list[str] | None = None,
         sealer: StateSealer | None = None,
         parking: ParkingTable | None = None,
         park_ttl: float = DEFAULT_PARK_TTL,
@@ -112,11 +111,7 @@ class Forwarder:
         # The revisions the route speaks: the client's adapter answers what the
         # gateway answers itself (the handshake, discovery, tasks).
         self.adapters = adapters or AdapterSet.default()
-        self.stateless_versions = (
-            stateless_versions
-            if stateless_versions is not None
-            else [a.version for a in self.adapters.stateless]
-        )
+        self.stateless_versions = [a.version for a in self.adapters.stateless]
         self.sealer = sealer or StateSealer(ttl=park_ttl)
         # (`is None`: an empty table is falsy, and a given table must not be replaced.)
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)

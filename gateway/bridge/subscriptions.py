@@ -371,10 +371,6 @@ class SubscriptionHub:
         """Whether someone listens in ``scope`` (its upstream session is not idle)."""
         return scope in self._exchanges
 
-    def watchers(self, scope: str, uri: str) -> int:
-        """How many listeners hold ``uri`` upstream (handshake-era upstreams)."""
-        return self._counts.get((scope, uri), 0)
-
     # ------------------------------------------------- subscriptions/listen
 
     async def listen(self, call: Call, exchange: Exchange) -> Outcome:

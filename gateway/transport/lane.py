@@ -1,9 +1,10 @@
 """The lean lane: the usual Streamable HTTP POST served straight off the socket.
 
-aiohttp's server costs about 80 us of CPU per request on the bench machine; parsed
-by httptools and answered with one write, the same POST costs about 25 us
-(bench/README.md).  The lane carries only what it does exactly as aiohttp would:
-an HTTP/1.1 keep-alive POST to a route's own path (no query), framed by
+aiohttp's server was the largest library cost left per request (its request
+handler, router, middleware, response and stream writer objects); parsed by
+httptools and answered with one write, the same POST costs a fraction of that
+(bench/README.md, round 4).  The lane carries only what it does exactly as aiohttp
+would: an HTTP/1.1 keep-alive POST to a route's own path (no query), framed by
 Content-Length within the route's body limit, with a Host header.  Any other
 request -- a GET stream, a DELETE, a chunked or oversized body, an ``Expect`` or
 ``Upgrade`` header, the ops endpoints, bytes that do not parse -- hands the

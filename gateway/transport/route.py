@@ -17,6 +17,17 @@ from gateway.transport.common import CallObserver
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
 
+DEFAULT_FORWARD_HEADERS = ("authorization", "traceparent", "tracestate", "baggage")
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+DEFAULT_MAX_BATCH = 64
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_STREAM_IDLE_TIMEOUT = 300.0
+# Calls in flight and open standalone streams: per principal, and in all.
+DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL = 200
+DEFAULT_MAX_INFLIGHT = 2_000
+DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 100
+DEFAULT_MAX_STREAMS = 1_000
+
 
 @dataclass
 class Route:
@@ -26,14 +37,14 @@ class Route:
     backend: Backend
     adapters: AdapterSet
     guard: OriginGuard
-    forward_headers: tuple[str, ...] = ("authorization", "traceparent", "tracestate", "baggage")
-    max_body: int = 4 * 1024 * 1024
+    forward_headers: tuple[str, ...] = DEFAULT_FORWARD_HEADERS
+    max_body: int = DEFAULT_MAX_BODY
     # The most messages one JSON-RPC batch may hold.
-    max_batch: int = 64
+    max_batch: int = DEFAULT_MAX_BATCH
     # Seconds a request body may take to arrive, and a standalone stream may stay
     # idle (nothing to send, or a client that does not read).
-    body_timeout: float = 30.0
-    stream_idle_timeout: float = 300.0
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
@@ -42,8 +53,16 @@ class Route:
     # Who a caller is: a keyed digest of its credentials and tenant headers.
     principals: Principals = field(default_factory=lambda: Principals(secrets.token_bytes(32)))
     # Calls in flight and open standalone streams, per principal and in all.
-    calls: Quota = field(default_factory=lambda: Quota("calls in flight", 200, 2_000))
-    streams: Quota = field(default_factory=lambda: Quota("open streams", 100, 1_000))
+    calls: Quota = field(
+        default_factory=lambda: Quota(
+            "calls in flight", DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL, DEFAULT_MAX_INFLIGHT
+        )
+    )
+    streams: Quota = field(
+        default_factory=lambda: Quota(
+            "open streams", DEFAULT_MAX_STREAMS_PER_PRINCIPAL, DEFAULT_MAX_STREAMS
+        )
+    )
     # Client notifications being passed on (nobody waits for them: past the bound,
     # a flood is dropped rather than held in memory while the upstream is slow).
     notices: Quota = field(default_factory=lambda: Quota("notifications in progress", 64, 1_000))

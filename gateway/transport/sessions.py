@@ -95,14 +95,20 @@ class Session:
             self.outbox.put_nowait(None)  # wakes a stream reader so it can end
 
 
+# Seconds a session may stay idle; sessions in all, and per principal.
+DEFAULT_IDLE_TIMEOUT = 3600.0
+DEFAULT_MAX_SESSIONS = 10_000
+DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 1_000
+
+
 class SessionStore:
     """In-memory sessions with idle expiry, bounded per principal and in all."""
 
     def __init__(
         self,
-        idle_timeout: float = 3600.0,
-        max_sessions: int = 10_000,
-        per_principal: int = 1_000,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
         id_prefix: str = "",
     ) -> None:
         self.idle_timeout = idle_timeout

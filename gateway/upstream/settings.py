@@ -16,6 +16,10 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
     "sampling": {},
     "elicitation": {"form": {}, "url": {}},
 }
+# Seconds: to connect, for one call's answer, for the era probe's answer.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REQUEST_TIMEOUT = 300.0
+DEFAULT_PROBE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -34,9 +38,9 @@ class UpstreamSettings:
     end_sessions: bool = True
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
-    connect_timeout: float = 10.0
-    request_timeout: float = 300.0
-    probe_timeout: float = 10.0
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     # "none": an upstream's redirect is an error; "same-origin": 307/308 within the
     # upstream's origin are followed.  Never to another origin.
     redirects: str = "none"

@@ -333,7 +333,7 @@ async def test_a_client_gone_while_its_call_asks_does_not_leave_the_ask_hanging(
     out, so the ask is refused and the call ended, not left waiting forever."""
     upstream = _AskingUpstream()
     table = ParkingTable(max_entries=10, ttl=600.0, grace=0.05)
-    forwarder = Forwarder(upstream, stateless_versions=["2026-07-28"], parking=table)
+    forwarder = Forwarder(upstream, parking=table)
     assert forwarder.parking is table  # the table given, though empty (and so falsy)
     call = Call(
         id=1,

@@ -174,7 +174,6 @@ async def test_legacy_sessions_share_an_upstream_subscription() -> None:
     assert await hub.subscribe("s2", call, exchange_for(call)) == Value({})
     assert await hub.subscribe("s2", call, exchange_for(call)) == Value({})  # twice: once
     assert upstream.requests == [("resources/subscribe", "file:///a")]
-    assert hub.watchers("alice", "file:///a") == 2
 
     assert upstream.sink is not None
     await upstream.sink("alice", updated("file:///a"))
@@ -188,13 +187,18 @@ async def test_legacy_sessions_share_an_upstream_subscription() -> None:
     ]
     assert len(two.events) == 2
 
+    # Two sessions hold it (s2 once, though it asked twice): the first to go keeps it
+    # upstream, the second releases it.
     hub.leave("s1")
     await settle(hub)
     assert upstream.requests == [("resources/subscribe", "file:///a")]
     unsubscribe = subscribe_call("file:///a", unsubscribe=True)
     assert await hub.unsubscribe("s2", unsubscribe, exchange_for(unsubscribe)) == Value({})
     assert upstream.requests[-1] == ("resources/unsubscribe", "file:///a")
-    assert hub.watchers("alice", "file:///a") == 0
+    # Nobody holds it any more: the next subscription goes upstream again.
+    assert await hub.subscribe("s2", call, exchange_for(call)) == Value({})
+    assert upstream.requests[-1] == ("resources/subscribe", "file:///a")
+    assert len(upstream.requests) == 3
 
 
 async def test_a_listen_is_acknowledged_with_what_can_be_honoured() -> None:
