@@ -363,6 +363,7 @@ class Gateway:
                 max_sessions=limits.max_sessions,
                 per_principal=limits.max_sessions_per_principal,
                 id_prefix=node.session_prefix if node is not None else "",
+                route=spec.path,
             ),
             principals=Principals(self.state_key, tenant_headers(forward)),
             max_batch=limits.max_batch,

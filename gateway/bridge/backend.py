@@ -59,6 +59,7 @@ class Backend:
                 ttl=sealer.ttl,
                 per_principal=max_parked_per_principal,
                 short_ttl=park_ttl_over_quota,
+                route=link.settings.route,
             ),
             ask_settle=ask_settle,
         )

@@ -26,7 +26,8 @@ from typing import Any
 import structlog
 
 from gateway.bridge.principal import ANONYMOUS
-from gateway.core import Answer, Ask, EventSink, Failure, FailureKind, Outcome, discard_event
+from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
+from gateway.core.shares import FairTable
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +93,8 @@ class ParkedCall:
 
 
 class ParkingTable:
-    """Bounded, deadline-driven storage of parked calls."""
+    """Bounded, deadline-driven storage of parked calls, with fair shares
+    (:class:`~gateway.core.shares.FairTable`)."""
 
     def __init__(
         self,
@@ -102,21 +104,30 @@ class ParkingTable:
         *,
         per_principal: int = 100,
         short_ttl: float = 30.0,
+        route: str = "",
     ) -> None:
+        self.route = route
         self.max_entries = max_entries
         self.ttl = ttl
         self.grace = grace
         self.per_principal = per_principal
         self.short_ttl = min(short_ttl, ttl)
         self._calls: OrderedDict[str, ParkedCall] = OrderedDict()
-        # Each principal's parked calls, oldest first.
-        self._owned: dict[str, OrderedDict[str, ParkedCall]] = {}
+        # Who holds which parked calls: when the table is full, the heaviest holder's
+        # oldest call not being resumed gives way to a caller holding fewer.
+        self.shares: FairTable[str] = FairTable(
+            "calls waiting for input",
+            max_entries,
+            per_principal,
+            idle=lambda call_id: not self._calls[call_id].lock.locked(),
+            end=self._give_way,
+        )
         # Principals at their quota, whose calls were all given ``short_ttl``.
         self._hurried: set[str] = set()
         self._reaping: set[asyncio.Task[None]] = set()
 
     def held(self, principal: str) -> int:
-        return len(self._owned.get(principal, ()))
+        return self.shares.held(principal)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -126,31 +137,44 @@ class ParkingTable:
 
     def park(self, parked: ParkedCall) -> None:
         """Keep (or keep again) a call, with a fresh deadline.  Raises a Failure (the
-        call released) when the table is full of other calls."""
-        owned = self._owned.setdefault(parked.principal, OrderedDict())
+        call released) when the table is full of calls that may not give way."""
+        principal = parked.principal
         if parked.id not in self._calls:
-            if len(self._calls) >= self.max_entries:
-                self._drop_owner(parked.principal)
-                self.release(parked)
-                log.warning("parking table full: refusing a call", limit=self.max_entries)
-                raise Failure(
-                    FailureKind.OVERLOADED,
-                    f"the gateway holds its maximum of {self.max_entries} calls waiting "
-                    "for input; try again later",
-                )
-            while len(owned) >= self.per_principal:
+            while self.shares.held(principal) >= self.per_principal:
                 # The caller's own oldest goes, never anybody else's.
-                self.expire(next(iter(owned)))
+                self.expire(str(self.shares.oldest(principal)))
+            refused = self.shares.make_room(principal)
+            if refused is not None:
+                self.release(parked)
+                log.warning(
+                    "parking table full: refusing a call",
+                    route=self.route,
+                    principal=principal,
+                    limit=self.max_entries,
+                )
+                raise refused
+            self.shares.add(principal, parked.id)
+        else:
+            self.shares.touch(parked.id)
         self._calls[parked.id] = parked
         self._calls.move_to_end(parked.id)
-        owned[parked.id] = parked
-        owned.move_to_end(parked.id)
-        at_quota = len(owned) >= self.per_principal
+        at_quota = self.shares.held(principal) >= self.per_principal
         # Its own deadline first: _shorten then finds it set (one timer per park).
         self._deadline(parked, self.short_ttl if at_quota else self.ttl)
-        if at_quota and parked.principal not in self._hurried:
-            self._hurried.add(parked.principal)
-            self._shorten(owned)  # at its quota: what it abandons goes soon
+        if at_quota and principal not in self._hurried:
+            self._hurried.add(principal)
+            self._shorten(principal)  # at its quota: what it abandons goes soon
+
+    def _give_way(self, call_id: str) -> None:
+        parked = self._calls.get(call_id)
+        if parked is not None:
+            log.warning(
+                "released a parked call to make room for another caller",
+                route=self.route,
+                principal=parked.principal,
+                parked=len(self._calls),
+            )
+        self.expire(call_id)
 
     def _deadline(self, parked: ParkedCall, ttl: float) -> None:
         if parked._expiry is not None:
@@ -158,25 +182,18 @@ class ParkingTable:
         loop = asyncio.get_running_loop()
         parked._expiry = loop.call_later(ttl, self.expire, parked.id)
 
-    def _shorten(self, owned: OrderedDict[str, ParkedCall]) -> None:
+    def _shorten(self, principal: str) -> None:
         """Every call of a principal at its quota expires within ``short_ttl``."""
         latest = asyncio.get_running_loop().time() + self.short_ttl
-        for other in owned.values():
+        for call_id in self.shares.keys_of(principal):
+            other = self._calls[call_id]
             if other._expiry is None or other._expiry.when() > latest:
                 self._deadline(other, self.short_ttl)
 
-    def _drop_owner(self, principal: str) -> None:
-        owned = self._owned.get(principal)
-        if owned is not None and len(owned) < self.per_principal - 1:
-            self._hurried.discard(principal)  # well under its quota again
-        if owned is not None and not owned:
-            del self._owned[principal]
-
     def _forget(self, parked: ParkedCall) -> None:
-        owned = self._owned.get(parked.principal)
-        if owned is not None and owned.get(parked.id) is parked:
-            del owned[parked.id]
-            self._drop_owner(parked.principal)
+        self.shares.remove(parked.id)
+        if self.shares.held(parked.principal) < self.per_principal - 1:
+            self._hurried.discard(parked.principal)  # well under its quota again
 
     def unpark(self, parked: ParkedCall) -> None:
         if not parked.named:

@@ -3,8 +3,10 @@
 Only handshake-era clients have sessions; the stateless revision never gets
 one.  The store is a small interface so several replicas could share a real
 store later; this one lives in memory.  It is bounded per principal and in
-all (:class:`~gateway.core.quota.Quota`): a caller over either bound is refused
-a new session, and nobody's session is ever evicted to make room.
+all, with fair shares (:class:`~gateway.core.shares.FairTable`): a caller at its
+own bound is refused; when the store is full, the least recently used idle
+session of whoever holds the most (more than the newcomer) is ended to make
+room.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from gateway.core import Answer, Downstream, Failure, RequestId, SessionView
-from gateway.core.quota import Quota
+from gateway.core.shares import FairTable
+
+log = structlog.get_logger(__name__)
 
 # Server-to-client messages queued for a session's stream while nobody reads it.
 MAX_QUEUED = 1024
@@ -49,6 +55,11 @@ class Session:
     @property
     def id(self) -> str:
         return self.view.id
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in progress: no stream read, no call running, no question asked."""
+        return not (self.stream_open or self.running or self.pending or self.closed)
 
     def next_request_id(self) -> str:
         self._ids += 1
@@ -110,20 +121,40 @@ class SessionStore:
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
         id_prefix: str = "",
+        route: str = "",
     ) -> None:
+        self.route = route
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         # In a cluster, ids start with the owner replica's id (so any replica can relay).
         self.id_prefix = id_prefix
         self._sessions: dict[str, Session] = {}
-        self.quota = Quota("sessions", per_principal, max_sessions)
+        self.shares: FairTable[str] = FairTable(
+            "sessions",
+            max_sessions,
+            per_principal,
+            idle=lambda sid: self._sessions[sid].idle,
+            end=self._make_room,
+        )
 
     def room_for(self, principal: str) -> Failure | None:
-        """Why ``principal`` may not open another session now (None: it may)."""
-        refused = self.quota.refusal(principal)
+        """Why ``principal`` may not open another session now (None: it may; another
+        caller's idle session may have been ended for it, see the module's rule)."""
+        refused = self.shares.make_room(principal)
         if refused is not None and self.sweep():
-            refused = self.quota.refusal(principal)
+            refused = self.shares.make_room(principal)
         return refused
+
+    def _make_room(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            log.warning(
+                "ended an idle session to make room for another caller",
+                route=self.route,
+                principal=session.principal,
+                sessions=len(self._sessions),
+            )
+        self.delete(session_id)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -142,7 +173,7 @@ class SessionStore:
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
         session = Session(view, principal)
         self._sessions[session_id] = session
-        self.quota.add(principal)
+        self.shares.add(principal, session_id)
         return session
 
     def get(self, session_id: str | None, principal: str) -> Session | None:
@@ -160,13 +191,14 @@ class SessionStore:
             self.delete(session_id)
             return None
         session.last_seen = now
+        self.shares.touch(session_id)
         return session
 
     def delete(self, session_id: str) -> bool:
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
-        self.quota.release(session.principal)
+        self.shares.remove(session_id)
         session.close()
         return True
 

@@ -119,6 +119,9 @@ class Clock:
 # Requests one call's upstream may have open at once, and send in all.
 QUESTIONS_AT_ONCE = 32
 QUESTIONS_PER_CALL = 256
+# Answers to upstream requests one route sends at once: a flood of questions gets
+# its answers over a few pooled connections, not one each.
+ANSWERS_AT_ONCE = 16
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,17 @@ class Calls:
         self.ids = ids
         self.deadline = deadline
         self.questions = questions or QuestionBounds()
+        self._answering = asyncio.Semaphore(ANSWERS_AT_ONCE)
         self._background: set[asyncio.Task[None]] = set()
         self._notices: set[asyncio.Task[None]] = set()
+
+    async def send_answer(
+        self, carrier: Carrier, answer: dict[str, Any], headers: Mapping[str, str]
+    ) -> None:
+        """Send the answer to an upstream request (at most ``ANSWERS_AT_ONCE`` at once)."""
+        async with self._answering:
+            with contextlib.suppress(CarrierError):
+                await carrier.send(answer, headers)
 
     async def notices_sent(self, within: float) -> None:
         """Until the cancel notices in flight are sent (bounded: a stuck upstream may
@@ -496,8 +508,7 @@ class _Answering:
             f"the gateway takes at most {bounds.per_round} open requests at once and"
             f" {bounds.per_call} in all from one call",
         )
-        with contextlib.suppress(CarrierError):
-            await self.channel.carrier.send(refusal, self.headers)
+        await self.calls.send_answer(self.channel.carrier, refusal, self.headers)
 
     def start(self, message: dict[str, Any]) -> None:
         if self.channel.inflight is not None:
@@ -510,8 +521,7 @@ class _Answering:
 
     async def _answer(self, message: dict[str, Any]) -> None:
         answer = await self.calls.answer_request(self.channel.adapter, message, self.exchange.ask)
-        with contextlib.suppress(CarrierError):
-            await self.channel.carrier.send(answer, self.headers)
+        await self.calls.send_answer(self.channel.carrier, answer, self.headers)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)

@@ -41,8 +41,6 @@ MAX_RETRY_MS = 5000
 # Opens the GET that resumes a stream after the given event id (None: refused).
 Reopen = Callable[[str], Awaitable[aiohttp.ClientResponse | None]]
 _SEND_OK = frozenset({200, 202, 204})
-# Notifications and answers one Streamable HTTP carrier (one route) sends at once.
-MAX_SENDS = 16
 # How long an answered SSE response may take to end before its connection is dropped.
 _DRAIN_S = 5.0
 
@@ -406,7 +404,6 @@ class StreamableHttpCarrier(Carrier):
         max_message_size: int = DEFAULT_MAX_EVENT_SIZE,
         redirects: RedirectPolicy | None = None,
         send_timeout: float | EllipsisType | None = ...,
-        max_sends: int = MAX_SENDS,
     ) -> None:
         self.url = URL(url)
         self._session = session
@@ -414,9 +411,6 @@ class StreamableHttpCarrier(Carrier):
         self._post_timeout = aiohttp.ClientTimeout(
             connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         )
-        # Notifications and answers in flight at once: an upstream that asks a flood of
-        # questions gets its answers over a few pooled connections, not one each.
-        self._sends = asyncio.Semaphore(max_sends)
         self._send_timeout = aiohttp.ClientTimeout(
             connect=connect_timeout,
             sock_connect=connect_timeout,
@@ -563,12 +557,11 @@ class StreamableHttpCarrier(Carrier):
         return self._lean.counts() if self._lean is not None else (0, 0)
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
-        async with self._sends:
-            resp = await self._open_post(orjson.dumps(message), headers, self._send_timeout)
-            try:
-                await _check_sent(resp)
-            finally:
-                resp.release()
+        resp = await self._open_post(orjson.dumps(message), headers, self._send_timeout)
+        try:
+            await _check_sent(resp)
+        finally:
+            resp.release()
 
     async def listen(self, headers: Mapping[str, str]) -> AsyncIterator[Message] | None:
         resp = await _open(

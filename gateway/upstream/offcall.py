@@ -127,8 +127,7 @@ class OffCall:
         message = await answer
         if message is None:
             return  # already sent (a held question's answer)
-        with contextlib.suppress(CarrierError):
-            await session.carrier.send(message, session.headers)
+        await self._calls.send_answer(session.carrier, message, session.headers)
 
     def _answer(
         self, session: LegacySession, message: dict[str, Any]
@@ -212,8 +211,7 @@ class OffCall:
                 return  # refused meanwhile (HELD_TTL)
             # Sent here, not by the holder: the upstream must have it before this call.
             future.set_result(None)
-            with contextlib.suppress(CarrierError):
-                await session.carrier.send(answer, session.headers)
+            await self._calls.send_answer(session.carrier, answer, session.headers)
 
         await asyncio.gather(*(one(message, future) for message, future in held))
 

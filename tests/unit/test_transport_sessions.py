@@ -104,12 +104,28 @@ def test_a_full_store_sweeps_the_idle_before_refusing(clock: Clock) -> None:
     assert store.get(keep, "b") is not None and store.get(third, "c") is not None
 
 
-def test_a_full_store_refuses_and_evicts_nobody(clock: Clock) -> None:
+def test_a_full_store_ends_the_heaviest_callers_oldest_idle_session(clock: Clock) -> None:
+    """Issue: one caller's abandoned sessions used to lock everyone else out until they
+    expired; now the heaviest holder's least recently used idle session gives way."""
+    store = SessionStore(idle_timeout=IDLE * 100, max_sessions=3)
+    mallory = [make(store, "mallory", clock) for _ in range(2)]
+    alice = make(store, "alice", clock)
+    closed: list[str] = []
+    for sid in store._sessions:
+        store._sessions[sid].on_close.append(lambda sid=sid: closed.append(sid))
+    assert store.room_for("bob") is None
+    assert closed == [mallory[0]]
+    assert store.get(mallory[0], "mallory") is None
+    assert store.get(alice, "alice") is not None
+
+
+def test_a_full_store_of_busy_or_equal_callers_refuses_and_ends_nobody(clock: Clock) -> None:
     store = SessionStore(idle_timeout=IDLE * 100, max_sessions=3)
     made = [(make(store, p, clock), p) for p in ("a", "b", "c")]
     closed: list[str] = []
     for sid, _ in made:
         store._sessions[sid].on_close.append(lambda sid=sid: closed.append(sid))
+        store._sessions[sid].stream_open = True  # each reads its stream: none is idle
     refused = store.room_for("d")
     assert refused is not None and refused.kind is FailureKind.OVERLOADED
     assert len(store) == 3 and closed == []
