@@ -41,8 +41,8 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter
-from gateway.upstream.carrier import Carrier, CarrierError
-from gateway.upstream.carrier import Exchange as CarrierExchange
+from gateway.upstream.carriers.base import Carrier, CarrierError
+from gateway.upstream.carriers.base import Exchange as CarrierExchange
 
 log = structlog.get_logger(__name__)
 

@@ -27,13 +27,13 @@ import structlog
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
-from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, start_carrier
-from gateway.upstream.http import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
+from gateway.upstream.carriers.http import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
-from gateway.upstream.stdio import StdioCarrier
 from gateway.upstream.tools import ToolBook, ToolFacts
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]

@@ -7,7 +7,7 @@ from typing import Any
 import structlog
 
 from gateway.protocol import SUBSCRIPTION_ID
-from gateway.upstream.demux import Demux, DropOldestQueue
+from gateway.upstream.carriers.demux import Demux, DropOldestQueue
 
 LOG = structlog.get_logger("test")
 

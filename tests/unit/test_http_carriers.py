@@ -14,8 +14,8 @@ from aiohttp import web
 from structlog.testing import capture_logs
 from yarl import URL
 
-from gateway.upstream.carrier import CarrierError, Exchange, Message
-from gateway.upstream.http import (
+from gateway.upstream.carriers.base import CarrierError, Exchange, Message
+from gateway.upstream.carriers.http import (
     LegacySseCarrier,
     StreamableHttpCarrier,
     open_legacy_sse_probe,

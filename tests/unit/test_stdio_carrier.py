@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.upstream import stdio as stdio_module
-from gateway.upstream.carrier import CarrierError, Exchange, Message
-from gateway.upstream.stdio import StdioCarrier
+from gateway.upstream.carriers import stdio as stdio_module
+from gateway.upstream.carriers.base import CarrierError, Exchange, Message
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.wire.lines import Oversized, encode_line, iter_lines
 
 # One fake server, its behaviour picked per request by method (and per process by argv[1]).

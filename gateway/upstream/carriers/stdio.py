@@ -3,7 +3,7 @@
 The gateway starts the server (its own process group, so it can be stopped
 whole), writes one JSON-RPC message per line to its stdin and reads one per
 line from its stdout.  stdout is one shared channel: replies are sorted out
-to their requests by :mod:`gateway.upstream.demux`, as for HTTP+SSE.  stderr
+to their requests by :mod:`gateway.upstream.carriers.demux`, as for HTTP+SSE.  stderr
 is free-form logging: it is read all the time (so the child never blocks on
 it), logged line by line with the route's name, throttled, and never kept.
 
@@ -34,8 +34,8 @@ import orjson
 import structlog
 
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import Demux, DropOldestQueue
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.demux import Demux, DropOldestQueue
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024

@@ -21,10 +21,10 @@ from yarl import URL
 
 from gateway.core.jsonrpc import is_response as _is_response
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import Demux
-from gateway.upstream.h1 import H1Pool, usable
-from gateway.upstream.redirects import MAX_HOPS, RedirectPolicy, is_redirect, redacted
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.demux import Demux
+from gateway.upstream.carriers.h1 import H1Pool, usable
+from gateway.upstream.carriers.redirects import MAX_HOPS, RedirectPolicy, is_redirect, redacted
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE, SseError, SseEvent, SseParser
 
 log = structlog.get_logger(__name__)
@@ -675,7 +675,7 @@ class LegacySseCarrier(Carrier):
     """The HTTP+SSE transport: one long GET stream in, POSTs to its ``endpoint`` out.
 
     The wire does not tie replies to requests, so this carrier does, by the
-    rules of :mod:`gateway.upstream.demux` (as for stdio): a response goes to
+    rules of :mod:`gateway.upstream.carriers.demux` (as for stdio): a response goes to
     the request with its id, a progress notification to the request that
     sent its token; any other message goes to the one request in flight if
     there is exactly one (it must be about that request), else to the queue

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from gateway.core.jsonrpc import is_response
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.protocol import SUBSCRIPTION_ID
-from gateway.upstream.carrier import CarrierError, Message
+from gateway.upstream.carriers.base import CarrierError, Message
 
 RequestKey = str | int
 # Notifications about the session, never about one request.
