@@ -28,7 +28,7 @@ from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation,
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
-from gateway.upstream.carriers.http import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.httpio import StreamableHttpCarrier, open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict

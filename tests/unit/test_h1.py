@@ -14,7 +14,7 @@ from yarl import URL
 
 from gateway.upstream.carriers.base import CarrierError
 from gateway.upstream.carriers.h1 import H1Pool, H1Response, _encode, usable
-from gateway.upstream.carriers.http import StreamableHttpCarrier
+from gateway.upstream.carriers.httpio import StreamableHttpCarrier
 from gateway.upstream.carriers.redirects import RedirectPolicy
 
 pytestmark = pytest.mark.timeout(30)

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from yarl import URL
 
 from gateway.upstream.carriers.base import CarrierError, Exchange, Message
-from gateway.upstream.carriers.http import (
+from gateway.upstream.carriers.httpio import (
     LegacySseCarrier,
     StreamableHttpCarrier,
     open_legacy_sse_probe,
