@@ -28,8 +28,9 @@ from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation,
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
-from gateway.upstream.carriers.httpio import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool

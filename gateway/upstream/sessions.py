@@ -37,7 +37,7 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
 from gateway.upstream.calls import Calls, Channel, InFlight, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
-from gateway.upstream.carriers.httpio import LegacySseCarrier
+from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.offcall import OffCall
 from gateway.upstream.settings import UpstreamSettings

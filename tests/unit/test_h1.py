@@ -14,8 +14,8 @@ from yarl import URL
 
 from gateway.upstream.carriers.base import CarrierError
 from gateway.upstream.carriers.h1 import H1Pool, H1Response, _encode, usable
-from gateway.upstream.carriers.httpio import StreamableHttpCarrier
 from gateway.upstream.carriers.redirects import RedirectPolicy
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 
 pytestmark = pytest.mark.timeout(30)
 WAIT = 10.0

@@ -15,11 +15,8 @@ from structlog.testing import capture_logs
 from yarl import URL
 
 from gateway.upstream.carriers.base import CarrierError, Exchange, Message
-from gateway.upstream.carriers.httpio import (
-    LegacySseCarrier,
-    StreamableHttpCarrier,
-    open_legacy_sse_probe,
-)
+from gateway.upstream.carriers.legacy_sse import LegacySseCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.wire.sse import encode_event
 
 Serve = Callable[[web.Application], Awaitable[URL]]

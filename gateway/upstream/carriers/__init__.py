@@ -1,9 +1,14 @@
 """The upstream carriers: moving JSON-RPC messages to and from one upstream endpoint.
 
-``base`` holds what every carrier offers the link (``Carrier``, ``Exchange``,
-``CarrierError``) and the one rule for which message answers a request;
-``stdio`` and ``http`` are the carriers; ``demux`` sorts a shared channel's
-messages out to their requests; ``h1`` is the lean HTTP/1.1 client pool and
-``redirects`` the policy for an upstream's 3xx.  The carriers know nothing of
-MCP revisions: what a revision means by a message is the caller's to say.
+- ``base``: what every carrier offers the link (``Carrier``, ``Exchange``,
+  ``CarrierError``) and what a carrier's error means to a call;
+- ``stdio``, ``streamable`` (Streamable HTTP) and ``legacy_sse`` (HTTP+SSE,
+  and the probe that finds such a server): the carriers;
+- ``httpio``: the HTTP carriers' shared I/O (opening requests, bodies, errors,
+  SSE replies);
+- ``demux``: sorting a shared channel's messages out to their requests;
+- ``h1``: the lean HTTP/1.1 client pool; ``redirects``: what an upstream's 3xx gets.
+
+The carriers know nothing of MCP revisions: what a revision means by a message
+is the caller's to say.
 """
