@@ -26,8 +26,8 @@ import structlog
 
 from gateway.core import Answer, Asker, AskKind, Event, Exchange, Operation
 from gateway.core import jsonrpc as rpc
-from gateway.upstream.calls import Calls, answers
-from gateway.upstream.carriers.base import CarrierError
+from gateway.upstream.calls import Calls
+from gateway.upstream.carriers.base import CarrierError, answers
 from gateway.upstream.carriers.demux import SESSION_NOTIFICATIONS
 
 if TYPE_CHECKING:

@@ -20,8 +20,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from gateway.core.jsonrpc import is_response as _is_response
-from gateway.upstream.carriers.base import CarrierError, Message
+from gateway.upstream.carriers.base import CarrierError, Message, answers
 from gateway.upstream.carriers.redirects import MAX_HOPS, RedirectPolicy, is_redirect, redacted
 from gateway.wire.sse import SseError, SseEvent, SseParser
 
@@ -62,15 +61,6 @@ class Response(Protocol):
     def content_length(self) -> int | None: ...
     def release(self) -> Any: ...
     def close(self) -> None: ...
-
-
-def is_answer(message: Message, request_id: Any) -> bool:
-    """Whether ``message`` is the response to ``request_id``.
-
-    A null id counts: a server that could not read the request's id answers
-    with ``"id": null``, and on a per-request stream that error is ours.
-    """
-    return _is_response(message) and (message["id"] == request_id or message["id"] is None)
 
 
 def merge_headers(*layers: Mapping[str, str] | None, **fixed: str) -> CIMultiDict[str]:
@@ -322,7 +312,7 @@ class SseReply:
                             status=405,
                         )
                     for message in event_messages(event):
-                        if answer and is_answer(message, request_id):
+                        if answer and answers(message, request_id, self._resp.status):
                             # Let go of the response before handing over the
                             # answer: a consumer may stop iterating right there.
                             self._finish()

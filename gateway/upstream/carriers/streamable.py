@@ -20,7 +20,7 @@ import orjson
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message, answers
 from gateway.upstream.carriers.h1 import H1Pool, usable
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -33,7 +33,6 @@ from gateway.upstream.carriers.httpio import (
     check_sent,
     decode_messages,
     error_body,
-    is_answer,
     jsonrpc_error,
     merge_headers,
     open_response,
@@ -210,7 +209,7 @@ class StreamableHttpCarrier(Carrier):
                 body=body[:MAX_ERROR_BODY],
             )
         messages = decode_messages(body, status=status)
-        final = next((m for m in messages if is_answer(m, request_id)), None)
+        final = next((m for m in messages if answers(m, request_id, status)), None)
         if final is None:
             raise CarrierError(
                 "upstream's JSON answer holds no response to the request",
