@@ -40,7 +40,7 @@ from gateway.core import (
     discard_event,
 )
 from gateway.core import jsonrpc as rpc
-from gateway.protocol import Adapter
+from gateway.protocol import SUBSCRIPTION_ID, Adapter
 from gateway.upstream.carriers.base import Carrier, CarrierError, answers, final
 from gateway.upstream.carriers.base import Exchange as CarrierExchange
 
@@ -427,6 +427,15 @@ async def _unless_session_lost(adapter: Adapter, reply: CarrierExchange) -> Carr
             yield message
 
     return replace(reply, messages=again())
+
+
+def listen_named(message: dict[str, Any]) -> Any:
+    """The listen a server message names: its subscription id (in ``_meta``), the
+    `subscriptions/listen` request's JSON-RPC id; None when it names none.  What the
+    shared-channel carriers (stdio, HTTP+SSE) are given to route a listen's messages."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
 
 
 def must_notify(adapter: Adapter, carrier: Carrier) -> bool:

@@ -26,7 +26,7 @@ import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
 from gateway.protocol import Adapter, AdapterSet
-from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
+from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
@@ -78,6 +78,7 @@ class UpstreamLink:
                 cwd=settings.cwd,
                 route=settings.route,
                 read_timeout=None,  # bounded in all by the route's timeout (Calls)
+                listen_named=listen_named,
             )
         self._verdict: Verdict | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).

@@ -19,7 +19,7 @@ from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.carriers.demux import Demux
+from gateway.upstream.carriers.demux import Demux, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
     JSON,
@@ -40,11 +40,13 @@ log = structlog.get_logger(__name__)
 class _LegacyConnection:
     """One HTTP+SSE stream and everything scoped to it (its session lives and dies with it)."""
 
-    def __init__(self, resp: aiohttp.ClientResponse, max_queued: int) -> None:
+    def __init__(
+        self, resp: aiohttp.ClientResponse, max_queued: int, listen_named: ListenNamer
+    ) -> None:
         self.resp = resp
         self.endpoint: URL | None = None
         self.endpoint_ready: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
-        self.demux = Demux(max_queued, "HTTP+SSE", log)
+        self.demux = Demux(max_queued, "HTTP+SSE", log, listen_named)
         self.task: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -94,7 +96,8 @@ class LegacySseCarrier(Carrier):
     ``headers`` go on every HTTP request (the GET and each POST), e.g.
     forwarded credentials.  ``endpoint_timeout`` bounds ``start()``;
     ``read_timeout`` bounds a POST's answer; ``idle_timeout`` bounds silence
-    on the stream (None: no bound).
+    on the stream (None: no bound).  ``listen_named`` reads which listen in
+    flight a message names (see :mod:`.demux`).
     """
 
     cancels_by_close = False
@@ -113,6 +116,7 @@ class LegacySseCarrier(Carrier):
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
         max_queued: int = 1024,
         redirects: RedirectPolicy | None = None,
+        listen_named: ListenNamer = no_listen,
     ) -> None:
         self.url = URL(url)
         self._session = session
@@ -127,6 +131,7 @@ class LegacySseCarrier(Carrier):
         )
         self._max_event_size = max_event_size
         self._max_queued = max_queued
+        self._listen_named = listen_named
         self._conn: _LegacyConnection | None = None
         self._lock = asyncio.Lock()
         # close() may run while start() connects: it stops that connection
@@ -182,7 +187,9 @@ class LegacySseCarrier(Carrier):
                         status=resp.status,
                         body=body,
                     )
-                conn = self._connecting = _LegacyConnection(resp, self._max_queued)
+                conn = self._connecting = _LegacyConnection(
+                    resp, self._max_queued, self._listen_named
+                )
                 conn.task = asyncio.create_task(self._read(conn), name="legacy-sse-reader")
                 await conn.endpoint_ready
         except TimeoutError as exc:
