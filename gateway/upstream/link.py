@@ -7,7 +7,8 @@ upstream gives each client session an upstream session of its own, and
 stateless clients capability-true pools (:mod:`.sessions`), never shared
 across principals; what arrives outside any call goes to the session it
 belongs to (:mod:`.offcall`); calls run through :mod:`.calls`; what tools/list
-says about each tool is kept in :mod:`.tools`.
+says about each tool is kept in :mod:`.tools`.  Messages move through the
+carriers (:mod:`.carriers`), which know no revision.
 """
 
 from __future__ import annotations
