@@ -29,7 +29,7 @@ from typing import Any
 
 from gateway.bridge.parking import ParkedCall, ParkingTable
 from gateway.core import Answer, Ask, AskKind, Value
-from gateway.upstream.stdio import StdioCarrier
+from gateway.upstream.carriers.stdio import StdioCarrier
 
 FLOOD_MB = 50
 _FLOODER = textwrap.dedent(

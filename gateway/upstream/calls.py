@@ -40,9 +40,9 @@ from gateway.core import (
     discard_event,
 )
 from gateway.core import jsonrpc as rpc
-from gateway.protocol import Adapter
-from gateway.upstream.carrier import Carrier, CarrierError
-from gateway.upstream.carrier import Exchange as CarrierExchange
+from gateway.protocol import SUBSCRIPTION_ID, Adapter
+from gateway.upstream.carriers.base import Carrier, CarrierError, answers, final
+from gateway.upstream.carriers.base import Exchange as CarrierExchange
 
 log = structlog.get_logger(__name__)
 
@@ -424,13 +424,6 @@ async def roundtrip(
         raise CarrierError(f"no answer within {within:g} s", timeout=True) from exc
 
 
-async def final(exchange: CarrierExchange, request_id: Any) -> dict[str, Any]:
-    async for message in exchange.messages:
-        if answers(message, request_id, exchange.status):
-            return message
-    raise CarrierError("the upstream closed the exchange before answering")
-
-
 async def _unless_session_lost(adapter: Adapter, reply: CarrierExchange) -> CarrierExchange:
     """A 400 that says the session is unknown is the 404 of a server that forgot it
     (raised as such, so the caller opens a new session); any other 400 is read on."""
@@ -448,15 +441,13 @@ async def _unless_session_lost(adapter: Adapter, reply: CarrierExchange) -> Carr
     return replace(reply, messages=again())
 
 
-def answers(message: dict[str, Any], request_id: Any, status: int = 200) -> bool:
-    """Whether ``message`` answers ``request_id``.  An error that came back as the
-    HTTP error answer to this very request answers it whatever id it quotes
-    (servers put null, or even made-up ids, where they could not read ours)."""
-    if "method" in message or not ("result" in message or "error" in message):
-        return False
-    if message.get("id") == request_id:
-        return True
-    return "error" in message and (message.get("id") is None or status >= 400)
+def listen_named(message: dict[str, Any]) -> Any:
+    """The listen a server message names: its subscription id (in ``_meta``), the
+    `subscriptions/listen` request's JSON-RPC id; None when it names none.  What the
+    shared-channel carriers (stdio, HTTP+SSE) are given to route a listen's messages."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
 
 
 def must_notify(adapter: Adapter, carrier: Carrier) -> bool:

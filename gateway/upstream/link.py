@@ -7,7 +7,8 @@ upstream gives each client session an upstream session of its own, and
 stateless clients capability-true pools (:mod:`.sessions`), never shared
 across principals; what arrives outside any call goes to the session it
 belongs to (:mod:`.offcall`); calls run through :mod:`.calls`; what tools/list
-says about each tool is kept in :mod:`.tools`.
+says about each tool is kept in :mod:`.tools`.  Messages move through the
+carriers (:mod:`.carriers`), which know no revision.
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
 from gateway.protocol import Adapter, AdapterSet
-from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
-from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, start_carrier
-from gateway.upstream.http import StreamableHttpCarrier, open_legacy_sse_probe
+from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
+from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
+from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
+from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
-from gateway.upstream.stdio import StdioCarrier
 from gateway.upstream.tools import ToolBook, ToolFacts
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]
@@ -77,6 +79,7 @@ class UpstreamLink:
                 cwd=settings.cwd,
                 route=settings.route,
                 read_timeout=None,  # bounded in all by the route's timeout (Calls)
+                listen_named=listen_named,
             )
         self._verdict: Verdict | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).

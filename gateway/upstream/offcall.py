@@ -26,9 +26,9 @@ import structlog
 
 from gateway.core import Answer, Asker, AskKind, Event, Exchange, Operation
 from gateway.core import jsonrpc as rpc
-from gateway.upstream.calls import Calls, answers
-from gateway.upstream.carrier import CarrierError
-from gateway.upstream.demux import SESSION_NOTIFICATIONS
+from gateway.upstream.calls import Calls
+from gateway.upstream.carriers.base import CarrierError, answers
+from gateway.upstream.carriers.demux import SESSION_NOTIFICATIONS
 
 if TYPE_CHECKING:
     from gateway.upstream.sessions import LegacySession

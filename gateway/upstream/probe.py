@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gateway.core import Failure, FailureKind, ServerProfile
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import roundtrip
-from gateway.upstream.carrier import Carrier, CarrierError, carrier_failure, start_carrier
+from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.settings import UpstreamSettings
 
 

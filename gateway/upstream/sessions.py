@@ -35,12 +35,12 @@ from gateway.core import jsonrpc as rpc
 from gateway.core.keylocks import KeyedLocks
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
-from gateway.upstream.calls import Calls, Channel, InFlight, quiet, roundtrip
-from gateway.upstream.carrier import Carrier, CarrierError, start_carrier
-from gateway.upstream.http import LegacySseCarrier
+from gateway.upstream.calls import Calls, Channel, InFlight, listen_named, quiet, roundtrip
+from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
+from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.offcall import OffCall
 from gateway.upstream.settings import UpstreamSettings
-from gateway.upstream.stdio import StdioCarrier
 
 log = structlog.get_logger(__name__)
 
@@ -385,6 +385,7 @@ class SessionPool:
                 endpoint_timeout=self.settings.probe_timeout,
                 read_timeout=self.settings.request_timeout,
                 redirects=self.settings.redirect_policy,
+                listen_named=listen_named,
             )
             await sse.start()
             return sse
@@ -405,6 +406,7 @@ class SessionPool:
             cwd=settings.cwd,
             route=settings.route,
             read_timeout=None,  # bounded in all by the route's timeout (Calls)
+            listen_named=listen_named,
         )
 
     # ---------------------------------------------------------------- calls

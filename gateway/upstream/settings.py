@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway import __version__
 from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
-from gateway.upstream.redirects import RedirectPolicy
+from gateway.upstream.carriers.redirects import RedirectPolicy
 
 GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
 # What the gateway declares to a legacy upstream: everything it can relay.

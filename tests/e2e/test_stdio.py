@@ -22,9 +22,9 @@ from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import Route
 from gateway.transport.stdio import serve_stdio
-from gateway.upstream.carrier import Message
+from gateway.upstream.carriers.base import Message
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
-from gateway.upstream.stdio import StdioCarrier
 from tests.e2e.fake_client import (
     MODERN,
     NEWEST_HANDSHAKE,

@@ -26,10 +26,10 @@ from gateway.core.quota import Quota
 from gateway.observability import MAX_LOG_FIELD, Metrics, truncate_fields
 from gateway.protocol.selection import AdapterSet
 from gateway.transport.guard import OriginGuard
-from gateway.upstream.carrier import CarrierError
+from gateway.upstream.carriers.base import CarrierError
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import UpstreamSettings
-from gateway.upstream.stdio import StdioCarrier
 from gateway.upstream.tools import MAX_PRINCIPALS, MAX_TOOLS, ToolBook, ToolIndex
 from tests.security.harness import gateway
 

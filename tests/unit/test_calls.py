@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from gateway.upstream.calls import ANSWERS_AT_ONCE, Calls
-from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
 
 
 class HeldSends(Carrier):

@@ -7,7 +7,8 @@ from typing import Any
 import structlog
 
 from gateway.protocol import SUBSCRIPTION_ID
-from gateway.upstream.demux import Demux, DropOldestQueue
+from gateway.upstream.calls import listen_named
+from gateway.upstream.carriers.demux import Demux, DropOldestQueue
 
 LOG = structlog.get_logger("test")
 
@@ -30,7 +31,7 @@ def held(queue: DropOldestQueue) -> list[dict[str, Any]]:
 
 
 def test_a_calls_log_reaches_it_while_a_listen_is_open() -> None:
-    demux = Demux(16, "test", LOG)
+    demux = Demux(16, "test", LOG, listen_named)
     _, listen = demux.register(request(1, "subscriptions/listen"), listen=True)
     _, call = demux.register(request(2))
     log = note("notifications/message", level="info", data="working")
@@ -40,7 +41,7 @@ def test_a_calls_log_reaches_it_while_a_listen_is_open() -> None:
 
 
 def test_a_listens_notifications_follow_its_subscription_id() -> None:
-    demux = Demux(16, "test", LOG)
+    demux = Demux(16, "test", LOG, listen_named)
     _, listen = demux.register(request(1, "subscriptions/listen"), listen=True)
     _, call = demux.register(request(2))
     update = note("notifications/resources/updated", {SUBSCRIPTION_ID: 1}, uri="x:/a")
@@ -49,7 +50,7 @@ def test_a_listens_notifications_follow_its_subscription_id() -> None:
 
 
 def test_two_calls_and_no_clue_go_unsolicited() -> None:
-    demux = Demux(16, "test", LOG)
+    demux = Demux(16, "test", LOG, listen_named)
     _, first = demux.register(request(1))
     _, second = demux.register(request(2, token="t2"))
     log = note("notifications/message", level="info", data="whose?")
@@ -61,7 +62,7 @@ def test_two_calls_and_no_clue_go_unsolicited() -> None:
 
 
 def test_an_answered_listen_no_longer_counts() -> None:
-    demux = Demux(16, "test", LOG)
+    demux = Demux(16, "test", LOG, listen_named)
     demux.register(request(1, "subscriptions/listen"), listen=True)
     _, call = demux.register(request(2))
     demux.route({"jsonrpc": "2.0", "id": 1, "result": {}})
@@ -69,3 +70,13 @@ def test_an_answered_listen_no_longer_counts() -> None:
     log = note("notifications/message", level="info", data="mine")
     demux.route(log)
     assert held(call) == [log]
+
+
+def test_without_a_namer_no_message_names_a_listen() -> None:
+    # The carriers know no revision's tags: only the namer their user passes reads them.
+    demux = Demux(16, "test", LOG)
+    _, listen = demux.register(request(1, "subscriptions/listen"), listen=True)
+    _, call = demux.register(request(2))
+    update = note("notifications/resources/updated", {SUBSCRIPTION_ID: 1}, uri="x:/a")
+    demux.route(update)
+    assert held(listen) == [] and held(call) == [] and held(demux.unsolicited) == [update]

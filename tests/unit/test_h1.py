@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client (gateway/upstream/h1.py) against real servers on loopback:
+"""The lean HTTP/1.1 client (gateway/upstream/carriers/h1.py) against real servers on loopback:
 aiohttp's, and raw asyncio servers for what aiohttp would never send."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from gateway.upstream.carrier import CarrierError
-from gateway.upstream.h1 import H1Pool, H1Response, _encode, usable
-from gateway.upstream.http import StreamableHttpCarrier
-from gateway.upstream.redirects import RedirectPolicy
+from gateway.upstream.carriers.base import CarrierError
+from gateway.upstream.carriers.h1 import H1Pool, H1Response, _encode, usable
+from gateway.upstream.carriers.redirects import RedirectPolicy
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 
 pytestmark = pytest.mark.timeout(30)
 WAIT = 10.0

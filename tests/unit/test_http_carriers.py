@@ -14,12 +14,9 @@ from aiohttp import web
 from structlog.testing import capture_logs
 from yarl import URL
 
-from gateway.upstream.carrier import CarrierError, Exchange, Message
-from gateway.upstream.http import (
-    LegacySseCarrier,
-    StreamableHttpCarrier,
-    open_legacy_sse_probe,
-)
+from gateway.upstream.carriers.base import CarrierError, Exchange, Message
+from gateway.upstream.carriers.legacy_sse import LegacySseCarrier, open_legacy_sse_probe
+from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.wire.sse import encode_event
 
 Serve = Callable[[web.Application], Awaitable[URL]]
@@ -207,6 +204,15 @@ def streamable_app(cancelled: asyncio.Event | None = None) -> web.Application:
     async def get_json(request: web.Request) -> web.Response:
         return web.json_response({"hello": "world"})
 
+    async def sse_null_error(request: web.Request) -> web.StreamResponse:
+        await record(request)
+        resp = await open_sse(request)
+        # A null-id result answers nothing; a null-id error is this request's own.
+        await resp.write(sse(result(None, stray=True)))
+        await resp.write(sse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600}}))
+        await request.app[HANDLER_RELEASE].wait()
+        return resp
+
     app.router.add_post("/json", json_answer)
     app.router.add_post("/batch", batch)
     app.router.add_post("/sse", sse_answer)
@@ -227,6 +233,7 @@ def streamable_app(cancelled: asyncio.Event | None = None) -> web.Application:
     app.router.add_get("/boom", plain_500)
     app.router.add_post("/wrong-id", wrong_id)
     app.router.add_get("/get-json", get_json)
+    app.router.add_post("/sse-null-error", sse_null_error)
     return app
 
 
@@ -276,6 +283,17 @@ async def test_sse_answer(serve: Serve, session: aiohttp.ClientSession) -> None:
     ]
     assert not carrier._streams
     await exchange.aclose()  # harmless after the end
+
+
+async def test_sse_answer_by_a_null_id_error(serve: Serve, session: aiohttp.ClientSession) -> None:
+    carrier = carrier_at(await serve(streamable_app()), "/sse-null-error", session)
+    exchange = await carrier.request(req(7), {})
+    # The stream stays open: ending here proves the null-id error ended the call.
+    assert await collect(exchange) == [
+        result(None, stray=True),
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600}},
+    ]
+    assert not carrier._streams
 
 
 async def test_rpc_error_status_is_an_exchange(

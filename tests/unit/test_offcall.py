@@ -9,7 +9,7 @@ from typing import Any, cast
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.calls import Calls
-from gateway.upstream.carrier import Carrier
+from gateway.upstream.carriers.base import Carrier
 from gateway.upstream.offcall import HELD_TTL, MAX_HELD, OffCall
 from gateway.upstream.sessions import LegacySession
 

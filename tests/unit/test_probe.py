@@ -14,7 +14,7 @@ from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.calls import Calls
-from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SessionPool
 from gateway.upstream.settings import UpstreamSettings

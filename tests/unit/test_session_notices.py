@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from gateway.protocol.selection import AdapterSet
-from gateway.upstream.demux import Demux
+from gateway.upstream.carriers.demux import Demux
 
 SET = AdapterSet.default()
 EVERYTHING_400 = {

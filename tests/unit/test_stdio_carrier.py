@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.upstream import stdio as stdio_module
-from gateway.upstream.carrier import CarrierError, Exchange, Message
-from gateway.upstream.stdio import StdioCarrier
+from gateway.upstream.carriers import stdio as stdio_module
+from gateway.upstream.carriers.base import CarrierError, Exchange, Message
+from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.wire.lines import Oversized, encode_line, iter_lines
 
 # One fake server, its behaviour picked per request by method (and per process by argv[1]).
@@ -90,6 +90,11 @@ SERVER = textwrap.dedent(
                  "result": {"pid": os.getpid(), "grandchild": grandchild.pid}})
         elif method == "hang":
             pass
+        elif method == "tag":  # a notification naming a listen, then the answer
+            out({"jsonrpc": "2.0", "method": "notifications/message",
+                 "params": {"level": "info", "data": "for the listen",
+                            "_meta": {"listen-tag": params["listen"]}}})
+            out({"jsonrpc": "2.0", "id": rid, "result": {}})
         else:
             out({"jsonrpc": "2.0", "id": rid, "result": {"method": method, "params": params}})
     if mode == "stubborn":
@@ -272,6 +277,28 @@ async def test_progress_follows_its_token_when_several_are_in_flight(make: Facto
     ]
     await hanging.aclose()
     await exchange.aclose()
+
+
+def tagged_listen(message: Message) -> Any:
+    """A namer reading this fake server's own tag: the carrier knows none of its own."""
+    meta = message.get("params", {}).get("_meta")
+    return meta.get("listen-tag") if isinstance(meta, dict) else None
+
+
+@pytest.mark.parametrize("named", [True, False])
+async def test_a_listen_gets_what_its_users_namer_says_names_it(make: Factory, named: bool) -> None:
+    carrier = make(**({"listen_named": tagged_listen} if named else {}))
+    await carrier.start()
+    listen = await carrier.stream(req("L", "hang"), {})
+    messages = await call(carrier, req(2, "tag", listen="L"))
+    tagged = [m for m in messages if m.get("method") == "notifications/message"]
+    # Named, it is the listen's; unnamed, the one call in flight besides the listen's.
+    assert len(tagged) == (0 if named else 1)
+    if named:
+        async with asyncio.timeout(TIMEOUT):
+            first = await anext(aiter(listen.messages))
+        assert first["params"]["data"] == "for the listen"
+    await listen.aclose()
 
 
 async def test_unsolicited_messages_reach_listen(make: Factory) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from yarl import URL
 
-from gateway.upstream.carrier import CarrierError
+from gateway.upstream.carriers.base import CarrierError
 
 # How many same-origin redirects one request may follow.
 MAX_HOPS = 5

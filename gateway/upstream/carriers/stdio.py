@@ -3,7 +3,7 @@
 The gateway starts the server (its own process group, so it can be stopped
 whole), writes one JSON-RPC message per line to its stdin and reads one per
 line from its stdout.  stdout is one shared channel: replies are sorted out
-to their requests by :mod:`gateway.upstream.demux`, as for HTTP+SSE.  stderr
+to their requests by :mod:`gateway.upstream.carriers.demux`, as for HTTP+SSE.  stderr
 is free-form logging: it is read all the time (so the child never blocks on
 it), logged line by line with the route's name, throttled, and never kept.
 
@@ -34,8 +34,8 @@ import orjson
 import structlog
 
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.upstream.carrier import Carrier, CarrierError, Exchange, Message
-from gateway.upstream.demux import Demux, DropOldestQueue
+from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.demux import Demux, DropOldestQueue, ListenNamer, no_listen
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
@@ -171,6 +171,8 @@ class StdioCarrier(Carrier):
     ``close()`` closes stdin, waits ``close_timeout``, sends SIGTERM to the
     process group, waits ``term_timeout``, then sends SIGKILL, and reaps.
     ``read_timeout`` bounds the silence on a request's answer (None: unbounded).
+    ``listen_named`` reads which listen in flight a message names (see
+    :mod:`.demux`); the caller knows how the upstream's revision tags one.
     """
 
     cancels_by_close = False
@@ -196,6 +198,7 @@ class StdioCarrier(Carrier):
         exit_drain_timeout: float = 1.0,
         auto_restart: bool = False,
         read_timeout: float | None = None,
+        listen_named: ListenNamer = no_listen,
     ) -> None:
         if not argv:
             raise ValueError("a stdio upstream needs a command")
@@ -206,6 +209,7 @@ class StdioCarrier(Carrier):
         self.route = route
         self.auto_restart = auto_restart
         self.read_timeout = read_timeout
+        self._listen_named = listen_named
         self._max_message_size = max_message_size
         self._max_queued = max_queued
         self._max_stderr_line = max_stderr_line
@@ -300,7 +304,8 @@ class StdioCarrier(Carrier):
         log = structlog.get_logger(
             __name__, route=self.route, pid=proc.pid, generation=self.generation
         )
-        child = _Child(proc, transport, exited, Demux(self._max_queued, "stdio", log), log)
+        demux = Demux(self._max_queued, "stdio", log, self._listen_named)
+        child = _Child(proc, transport, exited, demux, log)
         reader = asyncio.create_task(self._read(child), name=f"stdio-reader-{proc.pid}")
         child.tasks = [
             reader,

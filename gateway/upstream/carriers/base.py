@@ -1,5 +1,10 @@
 """What every upstream carrier (Streamable HTTP, HTTP+SSE, stdio) offers the link.
 
+``Carrier``, the ``Exchange`` of one request, ``CarrierError`` and what it
+means to a call (``carrier_failure``), and the one rule for which message
+answers a request (``answers``, ``final``), which the carriers and their
+callers share.
+
 A carrier moves JSON-RPC messages (already-parsed dicts) to and from one
 upstream endpoint.  It knows nothing about MCP revisions: headers are given to
 it by the caller (built by an adapter's client role), and it hands back raw
@@ -51,6 +56,23 @@ class CarrierError(Exception):
         return self.status in REFUSED
 
 
+def answers(message: Message, request_id: Any, status: int = 200) -> bool:
+    """Whether ``message`` answers ``request_id`` in a reply of HTTP ``status``.
+
+    A response with the request's id does.  So does an error with a null (or no)
+    id: a server that could not read the request's id answers so, and on the
+    request's own reply that error is the request's.  An error that came back as
+    the HTTP error answer (4xx/5xx) to this very request answers it whatever id
+    it quotes (servers put null, or even made-up ids, where they could not read
+    ours).
+    """
+    if "method" in message or not ("result" in message or "error" in message):
+        return False
+    if message.get("id") == request_id:
+        return True
+    return "error" in message and (message.get("id") is None or status >= 400)
+
+
 @dataclass
 class Exchange:
     """The messages an upstream sent in reply to one request.
@@ -76,6 +98,15 @@ class Exchange:
         messages = self.messages
         if isinstance(messages, AsyncGeneratorType) and not messages.ag_running:
             await messages.aclose()
+
+
+async def final(exchange: Exchange, request_id: Any) -> Message:
+    """The message that answers ``request_id`` in ``exchange``, skipping what comes
+    before it; CarrierError when the exchange ends without one."""
+    async for message in exchange.messages:
+        if answers(message, request_id, exchange.status):
+            return message
+    raise CarrierError("the upstream closed the exchange before answering")
 
 
 class Carrier(ABC):

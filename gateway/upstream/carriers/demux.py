@@ -8,8 +8,10 @@ request it answers.  Both carriers use the same rules, kept here:
   exchange); a response to no request in flight is logged and dropped;
 - a progress notification whose token a request in flight sent goes to
   that request;
-- a notification naming a listen in flight by its subscription id (the
-  listen's JSON-RPC id, in ``_meta``) goes to that listen;
+- a notification naming a listen in flight (by the listen's JSON-RPC id, as
+  the ``listen_named`` function the carrier's user passes in reads it: how a
+  revision tags a listen's notifications is no carrier's business) goes to
+  that listen;
 - any other session-level notification (a list changed, a resource updated)
   is about no request: it goes to the unsolicited queue, whence the session's
   listeners get it (attributed to the one call in flight, it reached only that
@@ -25,14 +27,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from gateway.core.jsonrpc import is_response
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.protocol import SUBSCRIPTION_ID
-from gateway.upstream.carrier import CarrierError, Message
+from gateway.upstream.carriers.base import CarrierError, Message
 
 RequestKey = str | int
+# The listen a server message names (that listen request's JSON-RPC id), or None.
+ListenNamer = Callable[[Message], Any]
 # Notifications about the session, never about one request.
 SESSION_NOTIFICATIONS = frozenset(
     {
@@ -50,6 +54,11 @@ class WarningLogger(Protocol):
     def warning(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def info(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def no_listen(message: Message) -> None:
+    """A ``ListenNamer`` for a channel whose messages never name a listen."""
+    return
 
 
 def progress_token(message: Message) -> Any:
@@ -115,16 +124,24 @@ class DropOldestQueue:
 
 
 class Demux:
-    """The waiters and the unsolicited queue of one shared channel's lifetime."""
+    """The waiters and the unsolicited queue of one shared channel's lifetime;
+    ``listen_named`` reads which listen a message names (default: none does)."""
 
-    def __init__(self, max_queued: int, what: str, logger: WarningLogger) -> None:
+    def __init__(
+        self,
+        max_queued: int,
+        what: str,
+        logger: WarningLogger,
+        listen_named: ListenNamer = no_listen,
+    ) -> None:
         self.what = what
         self.max_queued = max_queued
         self.log = logger
+        self.listen_named = listen_named
         self.waiters: dict[RequestKey, DropOldestQueue] = {}
         self.tokens: dict[Any, RequestKey] = {}
         self._token_of: dict[RequestKey, Any] = {}
-        # Requests whose answer is a stream of notifications (subscriptions/listen).
+        # Requests whose answer is a stream of notifications (a listen).
         self.listens: set[RequestKey] = set()
         self.unsolicited = DropOldestQueue(max_queued, f"{what} unsolicited queue", logger)
         self.closed = False
@@ -187,11 +204,10 @@ class Demux:
 
     def _owner(self, message: Message) -> DropOldestQueue | None:
         """The queue of the request in flight a server message is about, if known."""
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        listen = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        listen = self.listen_named(message)
         if is_id(listen) and listen in self.listens:
             return self.waiters.get(listen)
+        params = message.get("params")
         if message.get("method") == "notifications/progress":
             token = params.get("progressToken") if isinstance(params, dict) else None
             owner = self.tokens.get(token) if is_id(token) else None
