@@ -378,17 +378,8 @@ class Forwarder:
         other (bounded); sequential asks, each awaited upstream, stay separate rounds."""
         assert parked.task is not None
         for _ in range(MAX_ASKS_PER_ROUND):
-            parked.changed.clear()
-            changed = asyncio.ensure_future(parked.changed.wait())
-            try:
-                done, _ = await asyncio.wait(
-                    {parked.task, changed},
-                    timeout=self.ask_settle,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                changed.cancel()
-            if not done or parked.task in done:
+            arrived = await parked.questions.next_change(parked.task, self.ask_settle)
+            if not arrived or parked.task.done():
                 return
 
     async def _retry(self, call: Call, exchange: Exchange) -> Outcome:

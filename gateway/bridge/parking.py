@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from gateway.bridge.principal import ANONYMOUS
 from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
+from gateway.core.pending import Questions
 from gateway.core.shares import FairTable
 
 log = structlog.get_logger(__name__)
@@ -37,14 +36,12 @@ class ParkedCall:
     # Whose call it is: its quota of parked calls is the one it counts against.
     principal: str = ANONYMOUS
     task: asyncio.Task[Outcome] | None = None
-    # key -> (ask, future the upstream's request waits on; None: never put to the client)
-    pending: dict[str, tuple[Ask, asyncio.Future[Answer | None]]] = field(default_factory=dict)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # What the upstream asked, by key; a None answer: never put to the client.
+    questions: Questions[Ask, Answer | None] = field(default_factory=Questions)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     round: int = 0
     emit: EventSink = discard_event
     missing: Ask | None = None
-    _keys: Any = field(default_factory=lambda: itertools.count(1))
     _expiry: asyncio.TimerHandle | None = None
     _id: str | None = None
 
@@ -61,35 +58,27 @@ class ParkedCall:
         """Whether it was ever named (so possibly parked)."""
         return self._id is not None
 
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set when the upstream asks, and when its call ends."""
+        return self.questions.changed
+
     def add_ask(self, ask: Ask) -> asyncio.Future[Answer | None]:
-        key = f"q{next(self._keys)}"
-        future: asyncio.Future[Answer | None] = asyncio.get_running_loop().create_future()
-        self.pending[key] = (ask, future)
-        self.changed.set()
-        return future
+        return self.questions.ask(ask)[1]
 
     def unanswered(self) -> dict[str, Ask]:
-        return {key: ask for key, (ask, future) in self.pending.items() if not future.done()}
+        return self.questions.unanswered()
 
     def answer(self, answers: dict[str, Answer]) -> None:
-        for key, (_, future) in list(self.pending.items()):
-            if key in answers and not future.done():
-                future.set_result(answers[key])
-                del self.pending[key]
+        self.questions.answer(answers)
 
     def unasked(self) -> None:
         """The call ended with questions its client was never put: they resolve to
         None (nobody asked), so whoever sent them can find them another way."""
-        for _, future in self.pending.values():
-            if not future.done():
-                future.set_result(None)
-        self.pending.clear()
+        self.questions.resolve_all(lambda _ask: None)
 
     def refuse_all(self) -> None:
-        for ask, future in self.pending.values():
-            if not future.done():
-                future.set_result(Answer.refusal(ask.kind))
-        self.pending.clear()
+        self.questions.resolve_all(lambda ask: Answer.refusal(ask.kind))
 
 
 class ParkingTable:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +38,7 @@ from gateway.core import (
     Value,
     discard_event,
 )
+from gateway.core.pending import Questions
 from gateway.core.quota import Quota
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
 from gateway.protocol import Adapter, AdapterSet
@@ -80,13 +80,15 @@ class _Inputs:
     """An upstream task's `tasks/result`, held open while the task needs input:
     the requests that arrived on it, by key, each waiting for its answer."""
 
+    task_id: str
     runner: asyncio.Task[Outcome] | None = None
-    pending: dict[str, tuple[Ask, asyncio.Future[Answer]]] = field(default_factory=dict)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    keys: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    questions: Questions[Ask, Answer] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.questions = Questions(f"{self.task_id}-")
 
     def requests(self) -> dict[str, Ask]:
-        return {key: ask for key, (ask, answer) in self.pending.items() if not answer.done()}
+        return self.questions.unanswered()
 
 
 class TaskBridge:
@@ -166,10 +168,7 @@ class TaskBridge:
         inputs = self._inputs.get((exchange.principal, str(task_id)))
         if inputs is None:
             return Failure(FailureKind.INVALID_PARAMS, f"task {task_id} awaits no input")
-        for key, answer in (call.answers or {}).items():
-            entry = inputs.pending.get(key)
-            if entry is not None and not entry[1].done():
-                entry[1].set_result(answer)  # unknown or repeated keys are ignored
+        inputs.questions.answer(call.answers or {})  # unknown or repeated keys ignored
         return Value({})
 
     async def cancel(self, call: Call, exchange: Exchange) -> Outcome:
@@ -209,20 +208,13 @@ class TaskBridge:
             refused = self.held.acquire(exchange.principal)
             if refused is not None:
                 return refused
-            inputs = self._inputs[key] = _Inputs()
+            inputs = self._inputs[key] = _Inputs(task.id)
             inputs.runner = self._hold(call, exchange, task.id, inputs)
             inputs.runner.add_done_callback(lambda _: self._forget(key, inputs))
         runner = inputs.runner
         assert runner is not None
         if not inputs.requests() and not runner.done():
-            inputs.changed.clear()
-            changed = asyncio.ensure_future(inputs.changed.wait())
-            try:
-                await asyncio.wait(
-                    {runner, changed}, timeout=INPUT_WAIT, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                changed.cancel()
+            await inputs.questions.next_change(runner, INPUT_WAIT)
         return inputs.requests()
 
     def _hold(
@@ -233,14 +225,11 @@ class TaskBridge:
         async def ask(question: Ask) -> Answer | None:
             if not question.allowed_by(client):
                 return Answer.refusal(question.kind)
-            key = f"{task_id}-{next(inputs.keys)}"
-            answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-            inputs.pending[key] = (question, answer)
-            inputs.changed.set()
+            key, answer = inputs.questions.ask(question)
             try:
                 return await answer
             finally:
-                inputs.pending.pop(key, None)
+                inputs.questions.forget(key)
 
         # Nobody's request stays open for it: its events have nowhere to go.
         held = replace(exchange, ask=ask, emit=discard_event)

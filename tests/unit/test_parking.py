@@ -112,7 +112,7 @@ async def test_a_principal_at_its_quota_loses_its_oldest_which_is_refused() -> N
         {"content": [], "answer": {"action": "cancel"}}
     )
     assert not a.cancelled.is_set()
-    assert not a.parked.pending
+    assert not a.parked.questions
     # The others still wait for their client.
     assert not b.answer.done() and not c.answer.done()
     await settle(table)
