@@ -27,7 +27,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from gateway.bridge.parking import ParkedCall, ParkingTable
+from gateway.bridge.parking import ParkingTable
+from gateway.bridge.rounds import ParkedCall
 from gateway.core import Answer, Ask, AskKind, Value
 from gateway.upstream.carriers.stdio import StdioCarrier
 

@@ -15,14 +15,14 @@ upstream's revision.  Asks cross eras here:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from dataclasses import replace
 from typing import Protocol
 
 import orjson
 
-from gateway.bridge.parking import ParkedCall, ParkingTable
+from gateway.bridge.parked_calls import ParkedCalls, missing
+from gateway.bridge.parking import ParkingTable
 from gateway.bridge.sharedcache import (
     MAX_SHARED_BYTES,
     SHARED_LISTS,
@@ -37,10 +37,7 @@ from gateway.bridge.tasks import TaskBridge
 from gateway.core import (
     MAY_ASK,
     Answer,
-    Ask,
-    AskKind,
     Call,
-    Event,
     Exchange,
     Failure,
     FailureKind,
@@ -49,7 +46,6 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
-    discard_event,
 )
 from gateway.protocol import Adapter, AdapterSet
 
@@ -64,10 +60,8 @@ SESSION_OPERATIONS = frozenset(
     }
 )
 # How long to wait for another ask once one arrived, so that questions a server asks
-# together reach a stateless client as one round (seconds); and how many one round
-# may gather.
+# together reach a stateless client as one round (seconds).
 DEFAULT_ASK_SETTLE = 0.05
-MAX_ASKS_PER_ROUND = 32
 # Rounds of input_required a pushed-ask client is walked through before giving up.
 MAX_ASK_ROUNDS = 8
 # How long a parked call (and its sealed requestState) lives, in seconds, unless the
@@ -115,6 +109,10 @@ class Forwarder:
         self.sealer = sealer or StateSealer(ttl=park_ttl)
         # (`is None`: an empty table is falsy, and a given table must not be replaced.)
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
+        # Handshake-era upstreams' calls, parked while a stateless client answers.
+        self.parked = ParkedCalls(
+            upstream, self.parking, self.sealer, self.client_adapter, ask_settle
+        )
         # Change notifications across eras (for links that can carry them).
         self.subscriptions: SubscriptionHub | None = (
             SubscriptionHub(upstream, adapters=self.adapters)
@@ -180,7 +178,7 @@ class Forwarder:
                 if task is not None:
                     return task
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
-            return await self._run_parked(call, exchange, ParkedCall())
+            return await self.parked.run(call, exchange)
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
@@ -271,7 +269,7 @@ class Forwarder:
         answers: dict[str, Answer] = {}
         for key, ask in outcome.asks.items():
             if not ask.allowed_by(call.client.capabilities):
-                raise _missing(ask)
+                raise missing(ask)
             answer = await exchange.ask(ask)
             if answer is None:
                 return None
@@ -282,7 +280,7 @@ class Forwarder:
         """The client answers in its own next request: give it the asks and the state."""
         for ask in outcome.asks.values():
             if not ask.allowed_by(call.client.capabilities):
-                return _missing(ask)
+                return missing(ask)
         if not exchange.can_park:
             asks = ", ".join(sorted({a.method for a in outcome.asks.values()})) or "input"
             return Failure(
@@ -298,90 +296,6 @@ class Forwarder:
 
     # ----------------------------------------------- handshake-era upstreams
 
-    async def _run_parked(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
-        """Run a call whose upstream asks mid-call, for a client that must be answered."""
-        push = exchange.ask
-        parked.principal = exchange.principal  # whose quota of parked calls it counts in
-
-        async def ask(question: Ask) -> Answer | None:
-            if push is not None:
-                pushed = await push(question)
-                if pushed is not None:
-                    return pushed  # the client's revision carries this ask natively
-            if not question.allowed_by(call.client.capabilities):
-                parked.missing = question
-                parked.changed.set()
-                return Answer.refusal(question.kind)
-            return await parked.add_ask(question)
-
-        async def emit(event: Event) -> None:
-            await parked.emit(event)
-
-        parked.emit = exchange.emit
-        inner = exchange.routed(ask, emit)
-        parked.task = asyncio.get_running_loop().create_task(self._upstream(call, inner, parked))
-        return await self._settle(call, exchange, parked)
-
-    async def _upstream(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
-        """The parked call's upstream side.  Its end wakes _settle as an ask does, from
-        its own last step: by the time _settle runs the task is done, and no done
-        callback costs a turn of the loop in between."""
-        try:
-            return await self.upstream.execute(call, exchange)
-        finally:
-            parked.changed.set()
-
-    async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
-        """Wait for the upstream's result, or for asks to hand to the client."""
-        assert parked.task is not None
-        try:
-            while True:
-                if parked.missing is not None:
-                    # The refusal is on its way to the upstream: let it arrive (and the
-                    # call end) before the call is cancelled, not cut it off mid-send.
-                    self.parking.release(parked)
-                    return _missing(parked.missing)
-                if parked.task.done():
-                    # Questions that came in as it ended (off-call ones attributed to
-                    # it) were never put to the client: handed back, not left waiting.
-                    parked.unasked()
-                    self.parking.unpark(parked)
-                    return self._url_asks(call, exchange, parked.task.result())
-                asks = parked.unanswered()
-                if asks:
-                    # Questions asked together (a server awaiting several at once) make
-                    # one round: wait a moment for the rest before answering.
-                    await self._gather_asks(parked)
-                    if parked.task.done() or parked.missing is not None:
-                        continue
-                    asks = parked.unanswered()
-                    parked.round += 1
-                    parked.emit = discard_event  # no request of the client is open
-                    self.parking.park(parked)
-                    body = {"k": "parked", "i": parked.id, "n": parked.round}
-                    state = self.sealer.seal(call, exchange.route, exchange.principal, body)
-                    return InputRequired(asks=asks, state=state)
-                parked.changed.clear()
-                await parked.changed.wait()  # an ask, or the end of the task
-        except asyncio.CancelledError:
-            # The client went away while we waited.  Nobody holds a state for what was
-            # asked meanwhile (it is handed out only in the answer), so nobody can resume
-            # the call: refuse those asks and end it; without asks, just stop it.
-            if parked.unanswered():
-                self.parking.release(parked)
-            else:
-                parked.task.cancel()
-            raise
-
-    async def _gather_asks(self, parked: ParkedCall) -> None:
-        """Wait while more asks keep arriving within ``ask_settle`` seconds of each
-        other (bounded); sequential asks, each awaited upstream, stay separate rounds."""
-        assert parked.task is not None
-        for _ in range(MAX_ASKS_PER_ROUND):
-            arrived = await parked.questions.next_change(parked.task, self.ask_settle)
-            if not arrived or parked.task.done():
-                return
-
     async def _retry(self, call: Call, exchange: Exchange) -> Outcome:
         assert call.state is not None
         try:
@@ -395,76 +309,7 @@ class Forwarder:
             # could not carry it unsealed: hand it back as it was.
             retried = replace(call, state=claims.get("u"))
             return await self._forward(retried, exchange)
-        if claims.get("k") == "again":
-            # The upstream wanted URL elicitations done first: call it again.
-            return await self._run_parked(
-                replace(call, state=None, answers=None), exchange, ParkedCall()
-            )
-        parked = self.parking.get(str(claims.get("i")))
-        if parked is None and claims.get("o", self.sealer.owner) != self.sealer.owner:
-            return Failure(
-                FailureKind.INVALID_PARAMS,
-                "the gateway replica that held this call is gone; "
-                "start the call again without requestState",
-            )
-        if parked is None:
-            return Failure(
-                FailureKind.INVALID_PARAMS,
-                "requestState refers to a call that has ended or expired; call again",
-            )
-        if parked.lock.locked() or claims.get("n") != parked.round:
-            return Failure(FailureKind.INVALID_PARAMS, "requestState was already used")
-        refused = self._check_answers(call, parked)
-        if refused is not None:
-            return refused  # the round stays open: the client may answer again
-        async with parked.lock:
-            parked.emit = exchange.emit
-            parked.answer(call.answers or {})
-            self.parking.unpark(parked)
-            return await self._settle(call, exchange, parked)
-
-    def _check_answers(self, call: Call, parked: ParkedCall) -> Failure | None:
-        """The client's answers answer what was asked: no unknown keys, each of the
-        shape its ask's method returns.  Nothing malformed reaches the upstream."""
-        adapter = self.client_adapter(call)
-        if isinstance(adapter, Failure):
-            return adapter
-        asked = parked.unanswered()
-        for key, answer in (call.answers or {}).items():
-            ask = asked.get(key)
-            if ask is None:
-                return Failure(
-                    FailureKind.INVALID_PARAMS,
-                    f"no input request {key[:64]!r} is waiting for an answer",
-                    {"expected": sorted(asked)},
-                )
-            problem = adapter.check_answer(ask, answer)
-            if problem is not None:
-                return Failure(FailureKind.INVALID_PARAMS, f"{key}: {problem}")
-        return None
-
-    def _url_asks(self, call: Call, exchange: Exchange, outcome: Outcome) -> Outcome:
-        """A handshake-era upstream's "URL elicitation required" error becomes, for a
-        client that carries state, input_required with those URL elicitations; its
-        retry calls the upstream again (the out-of-band step is done by then)."""
-        if not (
-            isinstance(outcome, Failure) and outcome.kind is FailureKind.URL_ELICITATION_REQUIRED
-        ):
-            return outcome
-        data = outcome.data if isinstance(outcome.data, dict) else {}
-        listed = data.get("elicitations")
-        if not exchange.can_park or not isinstance(listed, list) or not listed:
-            return outcome
-        asks: dict[str, Ask] = {}
-        for number, params in enumerate(listed, 1):
-            if not isinstance(params, dict):
-                return outcome
-            ask = Ask(AskKind.ELICIT, {**params, "mode": "url"})
-            if not ask.allowed_by(call.client.capabilities):
-                return _missing(ask)
-            asks[f"url{number}"] = ask
-        state = self.sealer.seal(call, exchange.route, exchange.principal, {"k": "again"})
-        return InputRequired(asks=asks, state=state)
+        return await self.parked.resume(call, exchange, claims)
 
     # ------------------------------------------------------------ answers
 
@@ -500,11 +345,3 @@ class Forwarder:
         await self.tasks.close()
         if self.subscriptions is not None:
             await self.subscriptions.close()
-
-
-def _missing(ask: Ask) -> Failure:
-    return Failure(
-        FailureKind.MISSING_CAPABILITY,
-        f"the server needs {ask.method}, which this client did not declare",
-        {"requiredCapabilities": ask.capability()},
-    )

@@ -1,84 +1,29 @@
-"""Parked calls: upstream calls waiting for a stateless client's answers.
+"""The parking table: where parked calls (:mod:`.rounds`) wait for a client's retry.
 
-A legacy upstream asks mid-call and waits on its open request; a stateless
-client can only be answered and retried.  So the upstream call keeps running
-in a task, its pending asks wait on futures here, and the client's retry finds
-them again through the sealed state.  The table is bounded and every entry has
-a deadline: on expiry the asks are answered with a refusal and the upstream
-call is cancelled, so nothing leaks and nothing hangs.
+The client's retry finds its call here again through the sealed state.  The
+table is bounded and every entry has a deadline: on expiry the asks are
+answered with a refusal and the upstream call is cancelled, so nothing leaks
+and nothing hangs.
 
 Bounded per principal and in all, and nobody pays for another's calls: a
 principal at its quota has its own oldest parked call released to make room,
 and all of its parked calls live only ``short_ttl`` from then on (abandoned
-calls go soon); a full table refuses new parked calls instead of evicting.
+calls go soon); a full table makes room from whoever holds the most
+(:class:`~gateway.core.shares.FairTable`), and refuses only when nobody can give way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 import structlog
 
-from gateway.bridge.principal import ANONYMOUS
-from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
-from gateway.core.pending import Questions
+from gateway.bridge.rounds import ParkedCall, Phase
 from gateway.core.shares import FairTable
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(eq=False)
-class ParkedCall:
-    # Whose call it is: its quota of parked calls is the one it counts against.
-    principal: str = ANONYMOUS
-    task: asyncio.Task[Outcome] | None = None
-    # What the upstream asked, by key; a None answer: never put to the client.
-    questions: Questions[Ask, Answer | None] = field(default_factory=Questions)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    round: int = 0
-    emit: EventSink = discard_event
-    missing: Ask | None = None
-    _expiry: asyncio.TimerHandle | None = None
-    _id: str | None = None
-
-    @property
-    def id(self) -> str:
-        """The unguessable name its sealed state carries: drawn when first needed (most
-        calls end without ever being parked, and need none)."""
-        if self._id is None:
-            self._id = secrets.token_urlsafe(16)
-        return self._id
-
-    @property
-    def named(self) -> bool:
-        """Whether it was ever named (so possibly parked)."""
-        return self._id is not None
-
-    @property
-    def changed(self) -> asyncio.Event:
-        """Set when the upstream asks, and when its call ends."""
-        return self.questions.changed
-
-    def add_ask(self, ask: Ask) -> asyncio.Future[Answer | None]:
-        return self.questions.ask(ask)[1]
-
-    def unanswered(self) -> dict[str, Ask]:
-        return self.questions.unanswered()
-
-    def answer(self, answers: dict[str, Answer]) -> None:
-        self.questions.answer(answers)
-
-    def unasked(self) -> None:
-        """The call ended with questions its client was never put: they resolve to
-        None (nobody asked), so whoever sent them can find them another way."""
-        self.questions.resolve_all(lambda _ask: None)
-
-    def refuse_all(self) -> None:
-        self.questions.resolve_all(lambda ask: Answer.refusal(ask.kind))
 
 
 class ParkingTable:
@@ -108,7 +53,7 @@ class ParkingTable:
             "calls waiting for input",
             max_entries,
             per_principal,
-            idle=lambda call_id: not self._calls[call_id].lock.locked(),
+            idle=lambda call_id: self._calls[call_id].phase is Phase.PARKED,
             end=self._give_way,
         )
         # Principals at their quota, whose calls were all given ``short_ttl``.
@@ -200,6 +145,8 @@ class ParkingTable:
         if parked is None:
             return
         self._forget(parked)
+        if not parked.over:
+            parked.move(Phase.RELEASED)
         if parked._expiry is not None:
             # Released early (table full, or closing): its deadline must not linger
             # in the loop for the rest of the TTL.
@@ -212,6 +159,8 @@ class ParkingTable:
         """Let go of a call no client will resume (parked or not): its asks are refused
         and its upstream call ended, after ``grace`` so the refusals reach it first."""
         self.unpark(parked)
+        if not parked.over:
+            parked.move(Phase.RELEASED)
         parked.refuse_all()
         self._start_reaping(parked)
 

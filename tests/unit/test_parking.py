@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.bridge.forwarder import Forwarder
-from gateway.bridge.parking import ParkedCall, ParkingTable
+from gateway.bridge.parking import ParkingTable
+from gateway.bridge.rounds import ParkedCall, Phase
 from gateway.core import (
     Answer,
     Ask,
@@ -62,6 +63,8 @@ def start_call(
     ``stats`` counts what the upstream saw ("refused", "cancelled"), for calls not kept."""
     parked = ParkedCall()
     future = parked.add_ask(ask)
+    parked.move(Phase.GATHERING)
+    parked.move(Phase.PARKED)  # as the runner hands its round out, before parking it
     call = FakeUpstreamCall(parked, ask, future)
 
     async def upstream() -> Outcome:
