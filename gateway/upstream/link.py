@@ -6,7 +6,7 @@ verdict and probes again when the verdict stops holding.  A handshake-era
 upstream gives each client session an upstream session of its own, and
 stateless clients capability-true pools (:mod:`.sessions`), never shared
 across principals; what arrives outside any call goes to the session it
-belongs to (:mod:`.offcall`); calls run through :mod:`.calls`; what tools/list
+belongs to (:mod:`.unsolicited`); calls run through :mod:`.calls`; what tools/list
 says about each tool is kept in :mod:`.tools`.  Messages move through the
 carriers (:mod:`.carriers`), which know no revision.
 """
@@ -32,11 +32,11 @@ from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failur
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
-from gateway.upstream.offcall import NotificationSink
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts
+from gateway.upstream.unsolicited import NotificationSink
 
 __all__ = ["UpstreamLink", "UpstreamSettings", "Verdict", "carrier_failure"]
 
@@ -167,7 +167,7 @@ class UpstreamLink:
     def on_notification(self, sink: NotificationSink | None) -> None:
         """Session-level notifications (list changes, resource updates) go to ``sink``,
         with the scope (see :meth:`scope`) of the upstream session they came in."""
-        self._sessions.offcall.notify = sink
+        self._sessions.unsolicited.notify = sink
 
     def on_session(self, callback: SessionCallback | None) -> None:
         """``callback(scope)`` runs whenever a handshake-era upstream session is opened

@@ -15,7 +15,6 @@ import contextlib
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -23,24 +22,23 @@ import structlog
 
 from gateway.core import (
     Call,
-    Downstream,
     Exchange,
     Failure,
     FailureKind,
     Operation,
     Outcome,
-    ServerProfile,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.core.keylocks import KeyedLocks
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
-from gateway.upstream.calls import Calls, Channel, InFlight, listen_named, quiet, roundtrip
+from gateway.upstream.calls import Calls, listen_named, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
-from gateway.upstream.offcall import OffCall
+from gateway.upstream.session import UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
+from gateway.upstream.unsolicited import Unsolicited
 
 log = structlog.get_logger(__name__)
 
@@ -77,30 +75,6 @@ def _ended() -> Failure:
     return Failure(FailureKind.SESSION_NOT_FOUND, "the client's session has ended")
 
 
-@dataclass(kw_only=True)
-class LegacySession(Channel):
-    """One open handshake-era upstream session (the channel its calls run on)."""
-
-    profile: ServerProfile
-    owns_carrier: bool = False
-    headers: dict[str, str] = field(default_factory=dict)
-    inflight: InFlight = field(default_factory=InFlight)
-    # The level last set upstream with logging/setLevel (None: the server's default).
-    log_level: str | None = None
-    closed: bool = False
-    listener: asyncio.Task[None] | None = None
-    # Whose it is: the pool key, and the client session it mirrors (None: a pool).
-    key: str | None = None
-    downstream: Downstream | None = None
-    principal: str = ""
-    last_used: float = field(default_factory=time.monotonic)
-    # A pool's questions asked outside any call, waiting for its next call.
-    # Questions held for the pool's next call; a future's None: answered and sent upstream.
-    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
-        default_factory=list
-    )
-
-
 class SessionPool:
     """The open sessions, by key; safe for many concurrent calls."""
 
@@ -118,7 +92,7 @@ class SessionPool:
         # The route's carrier (Streamable HTTP or its stdio child), and Streamable HTTP.
         self._primary, self._streamable = carriers
         self._calls = calls
-        self._sessions: OrderedDict[str, LegacySession] = OrderedDict()
+        self._sessions: OrderedDict[str, UpstreamSession] = OrderedDict()
         self._locks: KeyedLocks[str] = KeyedLocks()
         # Pools being opened, per principal: counted against the bounds meanwhile.
         self._opening: Counter[str] = Counter()
@@ -127,23 +101,23 @@ class SessionPool:
         self.watched: Callable[[str], bool] = lambda key: False
         # The level each key's client last set: a re-opened session gets it again.
         self._levels: dict[str, str] = {}
-        self.offcall = OffCall(calls, settings.url)
+        self.unsolicited = Unsolicited(calls, settings.url)
         self.on_session: SessionCallback | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def find(self, key: str) -> LegacySession | None:
+    def find(self, key: str) -> UpstreamSession | None:
         return self._sessions.get(key)
 
-    def adopt(self, key: str, session: LegacySession) -> None:
+    def adopt(self, key: str, session: UpstreamSession) -> None:
         """Keep a session opened elsewhere (by the era probe) under ``key``."""
         session.key = key
         self._sessions[key] = session
 
     async def get(
         self, key: str, exchange: Exchange, transport: str, adapter: Adapter
-    ) -> LegacySession:
+    ) -> UpstreamSession:
         """``key``'s session, opened (with ``adapter``'s revision offered, and the
         exchange's client declared) if there is none."""
         session = self._sessions.get(key)
@@ -159,7 +133,7 @@ class SessionPool:
 
     async def _open_for(
         self, key: str, exchange: Exchange, transport: str, adapter: Adapter
-    ) -> LegacySession:
+    ) -> UpstreamSession:
         downstream = exchange.downstream
         principal = exchange.principal
         if downstream is None and key != SHARED_KEY:
@@ -191,11 +165,11 @@ class SessionPool:
             log.info("upstream session re-opened", upstream=self.settings.url)
         return session
 
-    def _pools(self) -> list[LegacySession]:
+    def _pools(self) -> list[UpstreamSession]:
         """Stateless clients' shared sessions, least recently used first."""
         return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
 
-    def _idle(self, session: LegacySession) -> bool:
+    def _idle(self, session: UpstreamSession) -> bool:
         busy = session.inflight.calls or session.held
         return not busy and not self.watched(session.key or "")
 
@@ -211,7 +185,7 @@ class SessionPool:
         if len(pools) + self._opening.total() >= MAX_POOLS:
             await self._end_idle(pools, _busy(FailureKind.OVERLOADED, MAX_POOLS))
 
-    async def _end_idle(self, pools: list[LegacySession], refusal: Failure) -> None:
+    async def _end_idle(self, pools: list[UpstreamSession], refusal: Failure) -> None:
         idle = next((s for s in pools if self._idle(s)), None)
         if idle is None or idle.key is None:
             raise refusal
@@ -241,7 +215,7 @@ class SessionPool:
         log.info("ending an idle upstream session", upstream=self.settings.url)
         await self.end(key)
 
-    async def drop(self, key: str, session: LegacySession) -> None:
+    async def drop(self, key: str, session: UpstreamSession) -> None:
         """Forget a session that stopped working (the next call opens a new one); it
         is ended upstream too, in case only its stream broke."""
         if self._sessions.get(key) is session:
@@ -257,7 +231,7 @@ class SessionPool:
         await self._terminate(session)
         return True
 
-    async def _terminate(self, session: LegacySession) -> None:
+    async def _terminate(self, session: UpstreamSession) -> None:
         session.closed = True
         if session.listener is not None:
             session.listener.cancel()
@@ -298,7 +272,7 @@ class SessionPool:
         pinned: Adapter | None,
         exchange: Exchange | None = None,
         key: str | None = None,
-    ) -> LegacySession:
+    ) -> UpstreamSession:
         """A new session over ``transport``, declaring the exchange's client (the
         gateway itself without one): raises CarrierError when the upstream refuses
         it, Failure when it chose a revision the gateway does not speak."""
@@ -320,7 +294,7 @@ class SessionPool:
             raise
         adapter, result = self._chosen(offer, response)
         session_id = reply_headers.get("mcp-session-id") if reply_headers else None
-        session = LegacySession(
+        session = UpstreamSession(
             adapter,
             carrier,
             session_id,
@@ -333,7 +307,7 @@ class SessionPool:
         await carrier.send(rpc.notification("notifications/initialized"), session.headers)
         opened = asyncio.Event()
         session.listener = asyncio.get_running_loop().create_task(
-            self.offcall.listen(session, opened)
+            self.unsolicited.listen(session, opened)
         )
         # Calls wait for the session's own stream (bounded): a server that asks
         # something outside a call right away asks it there, and a question sent
@@ -341,7 +315,7 @@ class SessionPool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
         if carrier.is_session:
-            await self.offcall.settle(session, next(self._calls.ids))
+            await self.unsolicited.settle(session, next(self._calls.ids))
         return session
 
     def _client(
@@ -411,12 +385,12 @@ class SessionPool:
 
     # ---------------------------------------------------------------- calls
 
-    async def run(self, session: LegacySession, call: Call, exchange: Exchange) -> Outcome:
+    async def run(self, session: UpstreamSession, call: Call, exchange: Exchange) -> Outcome:
         """Run one call in ``session``: a pool's held questions first, the log level
         brought up if need be."""
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            await self.offcall.ask_held(session, exchange)
+            await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.run(session, call, exchange)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")
@@ -424,14 +398,14 @@ class SessionPool:
                 session.log_level = self._levels[session.key] = level
         return outcome
 
-    async def notify(self, session: LegacySession, call: Call, exchange: Exchange) -> None:
+    async def notify(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """A client notification for its own upstream session (roots changed, say)."""
         message = session.adapter.client_notification(call)
         headers = {**exchange.forward_headers, **session.headers}
         with contextlib.suppress(CarrierError):
             await session.carrier.send(message, headers)
 
-    async def _ensure_level(self, session: LegacySession, call: Call, exchange: Exchange) -> None:
+    async def _ensure_level(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """Logging is session-wide on a handshake-era upstream and per request for
         stateless clients: keep a pool at the most verbose level any call asked for
         (logs are filtered per request on the way back)."""
@@ -443,7 +417,7 @@ class SessionPool:
             return
         await self._set_level(session, wanted, exchange)
 
-    async def _set_level(self, session: LegacySession, level: str, exchange: Exchange) -> None:
+    async def _set_level(self, session: UpstreamSession, level: str, exchange: Exchange) -> None:
         current, session.log_level = session.log_level, level
         set_level = Call(
             id=0,

@@ -23,7 +23,7 @@ from gateway.core import (
 from gateway.protocol.selection import AdapterSet
 from gateway.upstream import sessions as pool_module
 from gateway.upstream.calls import Calls
-from gateway.upstream.sessions import LegacySession, SessionPool
+from gateway.upstream.sessions import SessionPool, UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
 
 ADAPTER = AdapterSet.default().by_version["2025-11-25"]
@@ -54,10 +54,10 @@ class Pool(SessionPool):
         self.ended: list[str] = []
         self.gate: asyncio.Event | None = None
 
-    async def open(self, *args: Any, **kwargs: Any) -> LegacySession:
+    async def open(self, *args: Any, **kwargs: Any) -> UpstreamSession:
         if self.gate is not None:
             await self.gate.wait()
-        return LegacySession(ADAPTER, _Carrier(), None, profile=ServerProfile(), key=args[4])  # type: ignore[arg-type]
+        return UpstreamSession(ADAPTER, _Carrier(), None, profile=ServerProfile(), key=args[4])  # type: ignore[arg-type]
 
     async def end(self, key: str) -> bool:
         self.ended.append(key)
@@ -69,14 +69,14 @@ def exchange(principal: str) -> Exchange:
     return Exchange(call=call, route="/mcp", profile=ServerProfile(), principal=principal)
 
 
-async def fill(pool: Pool, principal: str, count: int, start: int = 0) -> list[LegacySession]:
+async def fill(pool: Pool, principal: str, count: int, start: int = 0) -> list[UpstreamSession]:
     return [
         await pool.get(f"p:{principal}:{n}", exchange(principal), "http", ADAPTER)
         for n in range(start, start + count)
     ]
 
 
-def busy(session: LegacySession) -> None:
+def busy(session: UpstreamSession) -> None:
     session.inflight.calls[1] = (exchange(session.principal), 1)
 
 

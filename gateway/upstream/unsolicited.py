@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -29,9 +29,7 @@ from gateway.core import jsonrpc as rpc
 from gateway.upstream.calls import Calls
 from gateway.upstream.carriers.base import CarrierError, answers
 from gateway.upstream.carriers.demux import SESSION_NOTIFICATIONS
-
-if TYPE_CHECKING:
-    from gateway.upstream.sessions import LegacySession
+from gateway.upstream.session import UpstreamSession
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +45,7 @@ SETTLE_TIMEOUT = 2.0
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
-class OffCall:
+class Unsolicited:
     """Routes one route's off-call upstream messages to the sessions they belong to."""
 
     def __init__(self, calls: Calls, upstream: str) -> None:
@@ -55,7 +53,7 @@ class OffCall:
         self._upstream = upstream
         self.notify: NotificationSink | None = None
 
-    async def listen(self, session: LegacySession, opened: asyncio.Event | None = None) -> None:
+    async def listen(self, session: UpstreamSession, opened: asyncio.Event | None = None) -> None:
         """The session's own channel, for as long as the session lives; ``opened`` is
         set once the first attempt has its answer (open, refused or failed)."""
         try:
@@ -64,7 +62,7 @@ class OffCall:
             if opened is not None:
                 opened.set()
 
-    async def _listen(self, session: LegacySession, opened: asyncio.Event | None) -> None:
+    async def _listen(self, session: UpstreamSession, opened: asyncio.Event | None) -> None:
         for attempt in range(LISTEN_RETRIES):
             if attempt:
                 # The stream dropped while the session lives on: open it again, after
@@ -89,7 +87,7 @@ class OffCall:
             if session.carrier.is_session:
                 return  # HTTP+SSE and stdio: the stream is the session; it ends with it
 
-    async def take(self, session: LegacySession, message: dict[str, Any]) -> None:
+    async def take(self, session: UpstreamSession, message: dict[str, Any]) -> None:
         """One message off any call: a request is answered in the background, an
         event is delivered now."""
         if rpc.is_request(message):
@@ -97,7 +95,7 @@ class OffCall:
         else:
             await self.event(session, message)
 
-    async def settle(self, session: LegacySession, request_id: int) -> None:
+    async def settle(self, session: UpstreamSession, request_id: int) -> None:
         """A ping on a new stdio or HTTP+SSE session, answered before its first call.
 
         Such a channel keeps order, so what the server sent on reading
@@ -122,7 +120,7 @@ class OffCall:
             log.info("upstream session did not answer its first ping", reason=str(exc))
 
     async def _reply(
-        self, session: LegacySession, answer: Awaitable[dict[str, Any] | None]
+        self, session: UpstreamSession, answer: Awaitable[dict[str, Any] | None]
     ) -> None:
         message = await answer
         if message is None:
@@ -130,7 +128,7 @@ class OffCall:
         await self._calls.send_answer(session.carrier, message, session.headers)
 
     def _answer(
-        self, session: LegacySession, message: dict[str, Any]
+        self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """Who answers a server request, decided now: a question the pool holds is
         queued before the session's next call can look for it."""
@@ -142,7 +140,7 @@ class OffCall:
         return self._unowned(session, message)
 
     def _unowned(
-        self, session: LegacySession, message: dict[str, Any]
+        self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """A request no call owns: the session's client, or the pool's next call."""
         if message.get("method") == Operation.PING.value:
@@ -157,7 +155,7 @@ class OffCall:
         )
 
     async def _owned(
-        self, session: LegacySession, key: int, ask: Asker, message: dict[str, Any]
+        self, session: UpstreamSession, key: int, ask: Asker, message: dict[str, Any]
     ) -> dict[str, Any] | None:
         session.inflight.waiting.add(key)
         try:
@@ -170,7 +168,7 @@ class OffCall:
         return await self._unowned(session, message)
 
     def _hold(
-        self, session: LegacySession, message: dict[str, Any]
+        self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """A pooled session's question waits (queued now) for the pool's next call."""
         kind = AskKind.for_method(str(message.get("method")))
@@ -183,7 +181,7 @@ class OffCall:
 
     @staticmethod
     async def _held(
-        session: LegacySession,
+        session: UpstreamSession,
         message: dict[str, Any],
         future: asyncio.Future[dict[str, Any] | None],
         kind: AskKind,
@@ -196,7 +194,7 @@ class OffCall:
             with contextlib.suppress(ValueError):
                 session.held.remove((message, future))
 
-    async def ask_held(self, session: LegacySession, exchange: Exchange) -> None:
+    async def ask_held(self, session: UpstreamSession, exchange: Exchange) -> None:
         """Put a pooled session's held questions to this call's client (all at once,
         so they come back as one round); their answers go upstream first."""
         if not session.held or exchange.ask is None:
@@ -215,7 +213,7 @@ class OffCall:
 
         await asyncio.gather(*(one(message, future) for message, future in held))
 
-    async def event(self, session: LegacySession, message: dict[str, Any]) -> None:
+    async def event(self, session: UpstreamSession, message: dict[str, Any]) -> None:
         """A notification off any call: progress to its call, list changes and updates
         to the listeners of the session, logs to the one call or the session's client."""
         event = session.adapter.client_read_event(message)

@@ -1,0 +1,37 @@
+"""One open handshake-era upstream session: the one value every room that works
+with it shares (the pool that opens and ends it, the calls that run on it, what
+arrives outside any call), defined here so none of them owns another's fields."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.core import Downstream, ServerProfile
+from gateway.upstream.calls import Channel, InFlight
+
+
+@dataclass(kw_only=True)
+class UpstreamSession(Channel):
+    """One open handshake-era upstream session (the channel its calls run on)."""
+
+    profile: ServerProfile
+    owns_carrier: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    inflight: InFlight = field(default_factory=InFlight)
+    # The level last set upstream with logging/setLevel (None: the server's default).
+    log_level: str | None = None
+    closed: bool = False
+    listener: asyncio.Task[None] | None = None
+    # Whose it is: the pool key, and the client session it mirrors (None: a pool).
+    key: str | None = None
+    downstream: Downstream | None = None
+    principal: str = ""
+    last_used: float = field(default_factory=time.monotonic)
+    # A pool's questions asked outside any call, held for its next call; a future's
+    # None: answered and sent upstream.
+    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
+        default_factory=list
+    )
