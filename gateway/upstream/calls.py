@@ -41,8 +41,7 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter
-from gateway.upstream.carriers.base import Carrier, CarrierError, answers, final
-from gateway.upstream.carriers.base import Exchange as CarrierExchange
+from gateway.upstream.carriers.base import Carrier, CarrierError, Reply, answers, final
 
 log = structlog.get_logger(__name__)
 
@@ -266,7 +265,7 @@ class Calls:
         channel: Channel,
         call: Call,
         exchange: Exchange,
-        reply: CarrierExchange,
+        reply: Reply,
         upstream_id: int,
         headers: Mapping[str, str],
         clock: Clock | None,
@@ -424,7 +423,7 @@ async def roundtrip(
         raise CarrierError(f"no answer within {within:g} s", timeout=True) from exc
 
 
-async def _unless_session_lost(adapter: Adapter, reply: CarrierExchange) -> CarrierExchange:
+async def _unless_session_lost(adapter: Adapter, reply: Reply) -> Reply:
     """A 400 that says the session is unknown is the 404 of a server that forgot it
     (raised as such, so the caller opens a new session); any other 400 is read on."""
     first = await anext(aiter(reply.messages), None)

@@ -14,7 +14,8 @@ from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.calls import Calls
-from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message
+from gateway.upstream.carriers.base import Reply as CarrierReply
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SessionPool
 from gateway.upstream.settings import UpstreamSettings
@@ -41,7 +42,7 @@ class FakeCarrier(Carrier):
     async def start(self) -> None:
         self.started += 1
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> CarrierReply:
         self.requests.append((message, dict(headers)))
         reply = self.handler(message, headers)
         if reply is None:
@@ -50,7 +51,7 @@ class FakeCarrier(Carrier):
         if isinstance(reply, CarrierError):
             raise reply
         status, answer = reply
-        return Exchange(status, {}, _messages([answer]))
+        return CarrierReply(status, {}, _messages([answer]))
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         self.sent.append(message)

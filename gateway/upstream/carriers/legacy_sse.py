@@ -18,7 +18,7 @@ import structlog
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
 from gateway.upstream.carriers.demux import Demux, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -279,7 +279,7 @@ class LegacySseCarrier(Carrier):
         finally:
             resp.release()
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
         if not _is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         conn = self._open_conn()
@@ -303,7 +303,7 @@ class LegacySseCarrier(Carrier):
             conn.demux.forget(key, queue)
             queue.close()
 
-        return Exchange(200, response_headers, messages(), closer=closer)
+        return Reply(200, response_headers, messages(), closer=closer)
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         await self._post(self._open_conn(), message, headers)

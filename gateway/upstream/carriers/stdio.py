@@ -34,7 +34,7 @@ import orjson
 import structlog
 
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Exchange, Message
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
 from gateway.upstream.carriers.demux import Demux, DropOldestQueue, ListenNamer, no_listen
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
@@ -494,14 +494,14 @@ class StdioCarrier(Carrier):
             except (ConnectionError, RuntimeError, OSError) as exc:
                 raise CarrierError(f"could not write to the stdio server: {exc}") from exc
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
         return await self._exchange(message, self.read_timeout, listen=False)
 
-    async def stream(self, message: Message, headers: Mapping[str, str]) -> Exchange:
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> Reply:
         """A request whose answer may stay quiet for long (a listen): no silence bound."""
         return await self._exchange(message, None, listen=True)
 
-    async def _exchange(self, message: Message, silence: float | None, *, listen: bool) -> Exchange:
+    async def _exchange(self, message: Message, silence: float | None, *, listen: bool) -> Reply:
         if not is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         child = await self._ready()
@@ -525,7 +525,7 @@ class StdioCarrier(Carrier):
             child.demux.forget(key, queue)
             queue.close()
 
-        return Exchange(200, {}, messages(), closer=closer)
+        return Reply(200, {}, messages(), closer=closer)
 
     async def _next(self, queue: DropOldestQueue, silence: float | None) -> Message | None:
         """The request's next message; silence longer than ``silence`` (the route's
