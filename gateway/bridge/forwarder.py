@@ -47,7 +47,7 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol import Adapter, AdapterSet, adapter_of
 
 # What belongs to the client's session rather than to any one call.
 SESSION_OPERATIONS = frozenset(
@@ -314,12 +314,12 @@ class Forwarder:
     # ------------------------------------------------------------ answers
 
     def client_adapter(self, call: Call) -> Adapter | Failure:
-        """The adapter that decoded the call (it stamps its revision on the client)."""
-        adapter = self.adapters.by_version.get(call.client.protocol_version)
+        """The adapter that decoded the call (it travels with the call's client)."""
+        adapter = adapter_of(call.client)
         if adapter is None:
             return Failure(
                 FailureKind.INTERNAL,
-                f"this route does not speak revision {call.client.protocol_version}",
+                f"no adapter decoded this call (revision {call.client.protocol_version})",
             )
         return adapter
 

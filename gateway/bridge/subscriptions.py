@@ -53,7 +53,7 @@ from gateway.core import (
     discard_event,
 )
 from gateway.core.keylocks import KeyedLocks
-from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.adapter import LIST_CHANGES
 
 log = structlog.get_logger(__name__)
@@ -180,7 +180,7 @@ class SubscriptionHub:
         self._capabilities = dict(profile.capabilities)
         verdict = self.upstream.verdict
         reader = verdict.adapter if verdict is not None else None
-        self._reader = reader or self.adapters.by_version.get(client.protocol_version, self._reader)
+        self._reader = reader or adapter_of(client) or self._reader
 
     def _list_methods(self) -> frozenset[str]:
         return self._reader.client_list_changes(self._capabilities)
@@ -376,7 +376,7 @@ class SubscriptionHub:
     async def listen(self, call: Call, exchange: Exchange) -> Outcome:
         """A stateless client's listen on a handshake-era upstream: subscribe what can
         be, acknowledge the honoured subset, relay until the client closes it."""
-        client = self.adapters.by_version.get(call.client.protocol_version)
+        client = adapter_of(call.client)
         if client is None:
             return Failure(FailureKind.UNKNOWN_METHOD, f"{call.method} is not bridged here")
         wanted = client.listen_interest(call.params)

@@ -41,7 +41,7 @@ from gateway.core import (
 from gateway.core.pending import Questions
 from gateway.core.quota import Quota
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
-from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol import Adapter, AdapterSet, adapter_of
 
 # What the upstream says of a tool's task support that lets it run as a task.
 TASK_SUPPORTED = frozenset({"optional", "required"})
@@ -108,7 +108,7 @@ class TaskBridge:
 
     def _client(self, call: Call) -> Adapter | None:
         """The client's adapter (server role): the one that decoded the call."""
-        return self.adapters.by_version.get(call.client.protocol_version)
+        return adapter_of(call.client)
 
     def bridged(self, profile: ServerProfile) -> bool:
         """Whether the gateway runs this upstream's core tasks as extension tasks."""

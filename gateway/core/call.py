@@ -87,12 +87,18 @@ PAGINATED = {
 
 @dataclass(slots=True)
 class ClientContext:
-    """Who is asking, in which revision, declaring what."""
+    """Who is asking, in which revision, declaring what.
+
+    ``adapter`` is the revision's adapter that decoded the message, stamped on it
+    once by that adapter and carried with the call from there: opaque here (the
+    core knows no adapters); ``gateway.protocol.adapter_of`` reads it.
+    """
 
     protocol_version: str
     capabilities: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] | None = None
     log_level: str | None = None
+    adapter: object = None
 
 
 @dataclass(slots=True)

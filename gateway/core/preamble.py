@@ -26,7 +26,9 @@ class Preamble:
     ``body`` is the parsed JSON (object or array) or None when it did not
     parse (``parse_error`` says why).  ``headers`` keys are lower-case.
     ``transport`` is ``"http"``, ``"sse"`` (the HTTP+SSE message endpoint) or
-    ``"stdio"``.
+    ``"stdio"``.  ``session_id`` is the session the message names (HTTP's
+    ``Mcp-Session-Id``, or the HTTP+SSE endpoint's query); ``session`` is that
+    session once found.
     """
 
     body: Any
@@ -36,6 +38,7 @@ class Preamble:
     session: SessionView | None = None
     parse_error: str | None = None
     peer: str = ""
+    session_id: str | None = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())

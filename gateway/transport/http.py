@@ -1,26 +1,29 @@
 """The inbound HTTP endpoint: Streamable HTTP and the old HTTP+SSE transport on one path.
 
-I/O only: this module reads bodies, writes JSON and SSE and picks one of them
-for each answer; the HTTP-only checks (headers, session ids) are here too.  What
-happens to a message between reading and writing is the inbound pipeline's
-(:mod:`gateway.transport.inbound`), shared with stdio.
+A POST makes one call into the pipeline (:meth:`Pipeline.receive`,
+:mod:`gateway.transport.pipeline`), which lets it in in the order every transport
+shares, then its calls are answered through :meth:`Runner.run` as JSON, as an SSE
+stream (:class:`Responder`), or on an HTTP+SSE session's stream.  What is HTTP's
+own is here: the envelope (headers, session id), the body read within its limits,
+the revision's header rules (:meth:`Endpoint.vet`), and the GET streams and DELETE.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 import structlog
 from aiohttp import web
 
-from gateway.auth.front import Admission, RequestView
+from gateway.auth.front import RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter
-from gateway.transport.common import first_id, is_initialize, too_large
-from gateway.transport.inbound import Arrival, Pipeline, Refusal
+from gateway.transport.common import is_initialize, too_large
+from gateway.transport.inbound import Arrival, Running, Send
+from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.post import Plain, PostRequest, Sink
 from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
@@ -203,107 +206,96 @@ class Endpoint:
         return answer
 
     async def answer_post(self, request: PostRequest) -> Plain | Sink:
-        """One POST, on whichever server carries it."""
+        """One POST, on whichever server carries it: in through the pipeline, then
+        answered (JSON, an SSE stream, or on an HTTP+SSE session's stream)."""
         headers = request.lowered
         legacy_sse_id = request.query(SESSION_QUERY)
-        session_id = legacy_sse_id or headers.get("mcp-session-id")
         preamble = Preamble(
             body=None,
             headers=headers,
             http_method="POST",
             transport="sse" if legacy_sse_id is not None else "http",
             peer=request.remote or "",
+            session_id=legacy_sse_id or headers.get("mcp-session-id"),
         )
-        refused = self.route.guard.check(headers)
-        if refused is not None:
-            return self._refuse(self.pipeline.refusal(preamble, refused))
-        admitted = await self._admit(request)
-        if admitted.failure is not None:
-            return self._refuse(self.pipeline.refusal(preamble, admitted.failure))
-        principal = admitted.principal or self.route.principals.of(headers)
-        session = self.route.sessions.get(session_id, principal)
-        preamble.session = session.view if session is not None else None
-        try:
-            refusal = await self._read(request, preamble)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        arrival = await self.pipeline.receive(self, request, preamble)
+        if arrival is None:
             return Plain(400)
-        if session is not None and session.closed:
-            session = preamble.session = None  # deleted while its body was arriving
-        if refusal is None and session_id is not None and session is None:
-            failure = Failure(FailureKind.SESSION_NOT_FOUND, "Session not found (expired or ended)")
-            refusal = self.pipeline.refusal(preamble, failure, first_id(preamble.body))
-        if refusal is not None:
-            return await self._refuse_post(refusal, preamble, session)
-        selected = self.pipeline.select(
-            preamble, session, lambda adapter: _vet(adapter, preamble, session)
-        )
-        if isinstance(selected, Refusal):
-            return await self._refuse_post(selected, preamble, session)
-        running = session.running if session is not None else None
-        arrival = self.pipeline.accept(preamble, selected, session, running, principal)
-        arrival.vet_failure = self._vet_failure(request)
-        over_quota = self.pipeline.admit(arrival)
-        if over_quota is not None:
-            return self._refuse(over_quota)
+        if isinstance(arrival, Refusal):
+            return await self._refuse_post(arrival, preamble)
         response_headers: dict[str, str] = {}
-        if await self.pipeline.handshake(arrival) and preamble.transport == "http":
+        if arrival.opened and preamble.transport == "http":
             assert arrival.session is not None
-            if selected.session_header:
+            if arrival.adapter.session_header:
                 response_headers["Mcp-Session-Id"] = arrival.session.id
-        self.pipeline.settle(arrival, None)
         if not arrival.requests and not arrival.failures:
             return Plain(202, response_headers)
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
 
-    async def _refuse_post(
-        self, refusal: Refusal, preamble: Preamble, session: Session | None
-    ) -> Plain:
+    async def _refuse_post(self, refusal: Refusal, preamble: Preamble) -> Plain:
         """An HTTP+SSE client reads every answer on its stream, JSON-RPC errors too (it
         never reads a POST's body); an HTTP status of its own stays the POST's."""
         status = refusal.adapter.http_status(refusal.failure)
+        session = refusal.session
         if preamble.transport == "sse" and session is not None and status == 200:
             if refusal.id is not None:
                 await self.pipeline.deliver(session, refusal.message())
             return _ACCEPTED
         return self._refuse(refusal)
 
-    async def _admit(self, request: RequestView) -> Admission:
-        """The route's credential check (OAuth), before anything else is done."""
-        if self.route.auth is None:
-            return Admission()
-        return await self.route.auth.admit(request)
-
-    def _vet_failure(self, request: RequestView) -> Callable[[Failure], Failure] | None:
-        """An upstream 401/403 reaches the client as such, its challenge kept."""
-        auth = self.route.auth
-        if auth is None:
-            return None
-        return lambda failure: auth.passed_on(failure, request)
-
     async def _session_of(
         self, request: web.Request, headers: dict[str, str]
     ) -> tuple[Session | None, str] | web.Response:
         """The caller's principal, and its session named in the request (None: none
         named, or not one of the caller's); or the response refusing the caller."""
-        reporter = self.adapters.default_legacy
-        refused = self.route.guard.check(headers)
-        if refused is not None:
-            return self._failure(reporter, refused)
-        admitted = await self._admit(request)
-        if admitted.failure is not None:
-            return self._failure(reporter, admitted.failure)
-        principal = admitted.principal or self.route.principals.of(headers)
+        preamble = Preamble(body=None, headers=headers, http_method=request.method)
+        principal = await self.pipeline.caller(preamble, request, guarded=True)
+        if isinstance(principal, Refusal):
+            return to_web(self._refuse(principal))
         return self.route.sessions.get(headers.get("mcp-session-id"), principal), principal
 
-    async def _read(self, request: PostRequest, preamble: Preamble) -> Refusal | None:
-        """The body into ``preamble``, within the route's size limit (the caller
-        checked its Host and Origin)."""
+    # ------------------------------------------------ the pipeline's door
+
+    # Host and Origin are checked; each POST names its session, whose calls in
+    # flight are what its cancellations name; a notification's events go to the
+    # session's stream.
+    guarded = True
+    own_session: Session | None = None
+    running: Running | None = None
+    events: Send | None = None
+
+    def credentials(self, source: RequestView) -> RequestView | None:
+        return source
+
+    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+        """What a Streamable HTTP POST of the picked revision must carry: its headers,
+        and a session id once the handshake made one (only initialize comes without)."""
+        refusal = adapter.check_http(preamble)
+        if refusal is not None:
+            return refusal
+        if (
+            adapter.has_handshake
+            and session is None
+            and adapter.session_header
+            and not is_initialize(preamble.body)
+        ):
+            return Failure(
+                FailureKind.SESSION_REQUIRED, "Bad Request: missing Mcp-Session-Id header"
+            )
+        return None
+
+    async def read(self, source: PostRequest, preamble: Preamble) -> bytes | Refusal | None:
+        """The body, within the route's size limit and time (None: the connection
+        broke while it arrived)."""
         limit = self.route.max_body
-        if request.content_length is not None and request.content_length > limit:
+        if source.content_length is not None and source.content_length > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        raw = await request.body(limit + 1, self.route.body_timeout)
+        try:
+            raw = await source.body(limit + 1, self.route.body_timeout)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return None
         if raw is None:
             failure = Failure(
                 FailureKind.INVALID_REQUEST,
@@ -312,7 +304,7 @@ class Endpoint:
             return self.pipeline.refusal(preamble, failure)
         if len(raw) > limit:
             return self.pipeline.refusal(preamble, too_large(limit))
-        return self.pipeline.parse(preamble, raw)
+        return raw
 
     async def _answer(
         self, request: PostRequest, arrival: Arrival, headers: dict[str, str]
@@ -604,22 +596,6 @@ def to_web(answer: Plain) -> web.Response:
     if answer.content_type is not None:
         headers = {**headers, "Content-Type": answer.content_type}
     return web.Response(body=answer.body, status=answer.status, headers=headers)
-
-
-def _vet(adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
-    """What a Streamable HTTP POST of the picked revision must carry: its headers, and a
-    session id once the handshake made one (only initialize comes without)."""
-    refusal = adapter.check_http(preamble)
-    if refusal is not None:
-        return refusal
-    if (
-        adapter.has_handshake
-        and session is None
-        and adapter.session_header
-        and not is_initialize(preamble.body)
-    ):
-        return Failure(FailureKind.SESSION_REQUIRED, "Bad Request: missing Mcp-Session-Id header")
-    return None
 
 
 async def _queue(session: Session, message: dict[str, Any]) -> None:

@@ -1,15 +1,15 @@
-"""The inbound pipeline every transport shares, from a parsed message to its answers.
+"""What happens to a message the pipeline accepted: its session, what needs no
+answer, and its calls.
 
-A transport reads bytes and writes them; everything between is here: pick the
-client's adapter (and keep a session's client on its negotiated revision),
-decode, answer the handshake and keep the session, run each call through the
-route's forwarder as a task the client's ``notifications/cancelled`` can stop,
-observe it, encode its outcome.
-
-Sessions begin and end here (:meth:`Pipeline.open_session`,
-:meth:`Pipeline.end_session`), and a message for a session's standalone stream
-goes out through :meth:`Pipeline.deliver`, whatever carries that stream (an
-SSE stream for HTTP, stdout for stdio).
+:class:`Runner` answers the handshake and keeps the session (opened, mirrored
+upstream, ended), settles the client's replies and notifications, and runs each
+call through the route's forwarder as a task the client's
+``notifications/cancelled`` can stop: observed, encoded, counted against the
+caller's quota.  A message for a session's standalone stream goes out through
+:meth:`Runner.deliver`, whatever carries that stream (an SSE stream for HTTP,
+stdout for stdio).  How a message is let in (guard, credentials, session,
+parse, adapter, decode) is :mod:`gateway.transport.pipeline`'s, which builds on
+this class.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import orjson
 import structlog
 
 from gateway.core import (
@@ -41,16 +40,12 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.core.limits import MAX_DEPTH, too_deep
 from gateway.protocol import Adapter
 from gateway.transport.common import (
-    first_id,
-    is_initialize,
     listen_id,
     log_wanted,
     observe,
     push_asker,
-    reporter,
     wanted,
 )
 from gateway.transport.route import Route
@@ -66,18 +61,6 @@ Push = Callable[[Session, dict[str, Any]], Awaitable[None]]
 Running = dict[RequestId, asyncio.Task[Any]]
 # How many calls of one batch run at once (the rest wait their turn).
 BATCH_CONCURRENCY = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A message turned away before any call ran, and the adapter to word it in."""
-
-    adapter: Adapter
-    failure: Failure
-    id: Any = None
-
-    def message(self) -> dict[str, Any]:
-        return self.adapter.encode_failure(self.id, self.failure)
 
 
 @dataclass(slots=True)
@@ -101,9 +84,11 @@ class Arrival:
     forwarded: dict[str, str]
     session: Session | None
     running: Running | None
-    # The transport's last word on a failure (e.g. an upstream 401 pointed at the
+    # The route's last word on a failure (e.g. an upstream 401 pointed at the
     # gateway's own metadata), before it is encoded.
     vet_failure: Callable[[Failure], Failure] | None = None
+    # The handshake opened (or renewed) the session.
+    opened: bool = False
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
 
     # Sorted out once (``items`` never changes): the transports ask several times.
@@ -116,8 +101,9 @@ class Arrival:
         return [i for i in self.items if isinstance(i, DecodeFailure)]
 
 
-class Pipeline:
-    """The transport-neutral path of one client connection's (or endpoint's) messages.
+class Runner:
+    """The transport-neutral handling of one connection's (or endpoint's) accepted
+    messages.
 
     ``sessions`` is where this transport's sessions live; ``push`` puts a message
     on a session's standalone stream; ``streams_open`` says a new session's
@@ -148,92 +134,6 @@ class Pipeline:
         # drain ends them (gracefully) rather than wait for them.
         self.listens: set[asyncio.Future[Outcome]] = set()
         self._ending_listens = False
-
-    # ---------------------------------------------------------- selection
-
-    def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
-        """Parse the body into ``preamble``; a Refusal when it is not JSON."""
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            preamble.parse_error = f"Parse error: {exc}"
-            return self.refusal(preamble, Failure(FailureKind.PARSE_ERROR, preamble.parse_error))
-        # Nesting deeper than MAX_DEPTH needs more brackets than that: a short count
-        # (in C) spares most messages the walk.
-        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and too_deep(body):
-            # Refused before any recursive code (validation, projection) walks it.
-            preamble.body = _shallow(body)
-            failure = Failure(
-                FailureKind.INVALID_PARAMS, f"the message nests deeper than {MAX_DEPTH} levels"
-            )
-            return self.refusal(preamble, failure, first_id(body))
-        preamble.body = body
-        if isinstance(body, list) and len(body) > self.route.max_batch:
-            # One answer for the whole batch, before any of it is decoded or run.
-            preamble.body = _shallow(body)
-            failure = Failure(
-                FailureKind.INVALID_REQUEST,
-                f"a batch may hold at most {self.route.max_batch} messages ({len(body)} sent)",
-            )
-            return self.refusal(preamble, failure)
-        return None
-
-    def admit(self, arrival: Arrival) -> Refusal | None:
-        """Whether the caller may open the session its ``initialize`` asks for: over its
-        quota (or the global bound) it is refused, and nobody else's is evicted."""
-        if arrival.session is not None or not arrival.adapter.has_handshake:
-            return None
-        for call in arrival.requests:
-            if call.operation is Operation.INITIALIZE:
-                refused = self.sessions.room_for(arrival.principal)
-                if refused is not None:
-                    return Refusal(arrival.adapter, refused, call.id)
-        return None
-
-    def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
-        """A failure worded for a message no adapter was picked for yet."""
-        return Refusal(reporter(self.adapters, preamble), failure, id_)
-
-    def select(
-        self,
-        preamble: Preamble,
-        session: Session | None,
-        vet: Callable[[Adapter], Failure | None] | None = None,
-    ) -> Adapter | Refusal:
-        """The client's adapter; a session's client stays on the revision it negotiated.
-
-        ``vet`` is the transport's own check of the picked adapter (its headers)."""
-        body = preamble.body
-        selected = self.adapters.select(preamble)
-        if isinstance(selected, Failure):
-            return self.refusal(preamble, selected, first_id(body))
-        refused = vet(selected) if vet is not None else None
-        if refused is not None:
-            return Refusal(selected, refused, first_id(body))
-        if (
-            session is not None
-            and selected.has_handshake
-            and session.view.protocol_version != selected.version
-            and not is_initialize(body)
-        ):
-            return self.adapters.by_version.get(session.view.protocol_version, selected)
-        return selected
-
-    def accept(
-        self,
-        preamble: Preamble,
-        adapter: Adapter,
-        session: Session | None,
-        running: Running | None,
-        principal: str,
-    ) -> Arrival:
-        """Decode the message in the client's revision.  ``principal`` is who the
-        transport found the caller to be, on this very request (a session never
-        stands in for credentials: the transport found it under this principal)."""
-        headers = preamble.headers
-        forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
-        items = adapter.decode(preamble)
-        return Arrival(preamble, adapter, items, principal, forwarded, session, running)
 
     async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
         """What the upstream offers, asked once per message (a Failure when it is not there)."""
@@ -602,25 +502,6 @@ async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None
         if graceful is not None and graceful():
             return Value({})
         return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
-
-
-def _shallow(body: Any) -> Any:
-    """A refused message's top level only (its id, method and ``_meta``, which say how
-    to word the refusal), without the nesting no code may walk."""
-    if isinstance(body, list):
-        return [_shallow(item) for item in body[:1]]
-    if not isinstance(body, dict):
-        return None
-    top = {
-        k: v
-        for k, v in body.items()
-        if k in ("jsonrpc", "id", "method") and not isinstance(v, dict | list)
-    }
-    params = body.get("params")
-    if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
-        meta = params["_meta"]
-        top["params"] = {"_meta": {k: v for k, v in meta.items() if not isinstance(v, dict | list)}}
-    return top
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:

@@ -1,9 +1,10 @@
 """The inbound stdio transport: the gateway as a local MCP server for one client.
 
-I/O only, as for HTTP: what happens to a line between reading and writing is
-the inbound pipeline's (:mod:`gateway.transport.inbound`).  One line in is one
-JSON-RPC message (or, where the revision has them, a batch); one line out is one
-answer, event or pushed ask.
+One line in is one JSON-RPC message (or, where the revision has them, a batch):
+one call into the pipeline (:meth:`Pipeline.receive`,
+:mod:`gateway.transport.pipeline`) lets it in, in the order every transport
+shares; its calls are then answered through :meth:`Runner.run`.  One line out is
+one answer, event or pushed ask.
 
 The whole process is one client.  A handshake-era client gets one implicit
 session when it initializes (there is no session id on stdio); a modern
@@ -23,10 +24,13 @@ from typing import Any
 
 import structlog
 
+from gateway.auth.front import RequestView
 from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core import jsonrpc as rpc
+from gateway.protocol import Adapter
 from gateway.transport.common import too_large
-from gateway.transport.inbound import Arrival, Pipeline, Refusal, Running
+from gateway.transport.inbound import Arrival, Running, Send
+from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session, SessionStore
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
@@ -116,26 +120,18 @@ class StdioServer:
         await self.pipeline.close()
 
     async def handle_line(self, line: bytes) -> None:
-        """One inbound line: decode it, then answer, resolve, cancel or start calls."""
-        session = self.session
-        preamble = Preamble(
-            body=None,
-            headers=self.headers,
-            transport="stdio",
-            session=session.view if session is not None else None,
-        )
-        selected = self.pipeline.parse(preamble, line) or self.pipeline.select(preamble, session)
-        if isinstance(selected, Refusal):
+        """One inbound line: in through the pipeline, then its answers written and its
+        calls started."""
+        preamble = Preamble(body=None, headers=self.headers, transport="stdio")
+        arrival = await self.pipeline.receive(self, line, preamble)
+        if arrival is None:
+            return  # (a line has always arrived whole)
+        if isinstance(arrival, Refusal):
             if not rpc.is_notification(preamble.body):
-                await self.send(selected.message())
+                await self.send(arrival.message())
             return
-        arrival = self.pipeline.accept(
-            preamble, selected, session, self.running, self.route.principals.of(self.headers)
-        )
-        # Answered before reading on: what follows belongs to the new session.
-        if await self.pipeline.handshake(arrival):
+        if arrival.opened:
             self.session = arrival.session
-        self.pipeline.settle(arrival, self.send)
         answers = _answerable(arrival)
         requests = arrival.requests
         if isinstance(preamble.body, list):
@@ -153,9 +149,33 @@ class StdioServer:
                 failure = Failure(
                     FailureKind.INVALID_REQUEST, f"request id {call.id!r} is already in flight"
                 )
-                await self.send(selected.encode_failure(call.id, failure, call.operation))
+                await self.send(arrival.adapter.encode_failure(call.id, failure, call.operation))
             else:
                 self._start(arrival, call)
+
+    # ------------------------------------------------ the pipeline's door
+
+    # No Host or Origin, no credentials to check: the process is one client, with
+    # one session (its own) and one set of calls in flight; a notification's events
+    # go to stdout.
+    guarded = False
+
+    @property
+    def own_session(self) -> Session | None:
+        return self.session
+
+    @property
+    def events(self) -> Send:
+        return self.send
+
+    def credentials(self, source: bytes) -> RequestView | None:
+        return None
+
+    async def read(self, source: bytes, preamble: Preamble) -> bytes:
+        return source
+
+    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+        return None
 
     def _start(self, arrival: Arrival, call: Call) -> None:
         """Answer ``call`` in a task of its own: the one its cancellation stops."""

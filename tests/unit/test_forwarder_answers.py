@@ -88,7 +88,9 @@ def _old_discover(profile: ServerProfile, bridged: bool) -> dict[str, Any]:
 
 
 def _call(operation: Operation, version: str) -> Call:
-    return Call(7, operation, operation.value, {}, ClientContext(version, {}))
+    # As the adapter that decodes it stamps itself on the client.
+    client = ClientContext(version, {}, adapter=SET.by_version[version])
+    return Call(7, operation, operation.value, {}, client)
 
 
 @pytest.mark.parametrize("profile", [PROFILE, ServerProfile()], ids=["full", "empty"])
@@ -118,9 +120,9 @@ async def test_discovery_reads_as_before(stateless: bool, profile: ServerProfile
     await forwarder.close()
 
 
-async def test_a_revision_the_route_does_not_speak_is_refused() -> None:
+async def test_a_call_no_adapter_decoded_is_refused() -> None:
     forwarder = Forwarder(_Upstream(), adapters=SET.only(["2025-06-18"]))
-    call = _call(Operation.INITIALIZE, "2025-03-26")
+    call = Call(7, Operation.INITIALIZE, "initialize", {}, ClientContext("2025-03-26"))
     outcome = await forwarder.handle(call, Exchange(call=call, route="/r", profile=PROFILE))
     assert not isinstance(outcome, Value)
     await forwarder.close()

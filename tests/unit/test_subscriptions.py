@@ -36,7 +36,8 @@ from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import UpstreamSettings
 
 WITHIN = 5.0
-CLIENT = ClientContext("2025-11-25")
+# As the adapter that decodes a client's message stamps itself on the client.
+CLIENT = ClientContext("2025-11-25", adapter=AdapterSet.default().by_version["2025-11-25"])
 CAPS = {
     "tools": {"listChanged": True},
     "resources": {"subscribe": True},
@@ -139,7 +140,7 @@ def listen_call(id_: Any, notifications: dict[str, Any]) -> Call:
         Operation.LISTEN,
         Operation.LISTEN.value,
         {"notifications": notifications},
-        ClientContext("2026-07-28"),
+        ClientContext("2026-07-28", adapter=Adapter2026_07_28()),
     )
 
 

@@ -163,7 +163,7 @@ def _call(capabilities: dict[str, Any]) -> Call:
         operation=Operation.TOOLS_CALL,
         method="tools/call",
         params={"name": "t"},
-        client=ClientContext("2026-07-28", capabilities),
+        client=ClientContext("2026-07-28", capabilities, adapter=SET.by_version["2026-07-28"]),
     )
 
 
@@ -215,7 +215,7 @@ def _task_call(operation: Operation, capabilities: dict[str, Any], **params: Any
         operation=operation,
         method=operation.value,
         params={"taskId": "t1", **params},
-        client=ClientContext("2026-07-28", capabilities),
+        client=ClientContext("2026-07-28", capabilities, adapter=SET.by_version["2026-07-28"]),
     )
 
 

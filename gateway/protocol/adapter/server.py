@@ -197,6 +197,7 @@ class AdapterServerRole(Projection):
         if failure is not None:
             return DecodeFailure(id_, failure, method)
         client = self.client_info_for(operation, params, preamble)
+        client.adapter = self  # decided once, at selection: it travels with the call
         params, answers, state = self.answers_for(operation, params)
         params, meta, progress_token = self.actions_for(operation, params)
         return self.build_call(
