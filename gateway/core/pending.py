@@ -2,9 +2,10 @@
 
 An upstream asks mid-call (elicitation, sampling, roots) and waits; the gateway
 hands the question to a client that answers later, in another request.  Parked
-calls and tasks awaiting input both hold such questions: each under a key the
-client answers by, with a future its asker awaits, and one event that wakes
-whoever gathers them into a round.  Resolving them all at once (a refusal when
+calls, tasks awaiting input and a session client's pushed requests all hold
+such questions: each under a key the client answers by (the request id of a
+pushed one), with a future its asker awaits, and one event that wakes whoever
+gathers them into a round.  Resolving them all at once (a refusal when
 the call is released, "nobody asked" when it ended first) is the holder's job,
 so no question is ever left waiting.
 """
@@ -62,6 +63,13 @@ class Questions(Generic[Q, A]):
         for question, future in self._waiting.values():
             if not future.done():
                 future.set_result(answer_for(question))
+        self._waiting.clear()
+
+    def cancel_all(self) -> None:
+        """Nobody will answer any more (the client's session ended): every asker
+        stops waiting."""
+        for _, future in self._waiting.values():
+            future.cancel()
         self._waiting.clear()
 
     async def next_change(self, also: asyncio.Future[Any], within: float | None) -> bool:

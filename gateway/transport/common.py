@@ -123,20 +123,21 @@ def push_asker(
         return None
 
     async def asker(ask: Ask) -> Answer | None:
-        message = adapter.encode_ask(ask, session.next_request_id())
-        if message is None or not ask.allowed_by(session.view.capabilities):
+        if not ask.allowed_by(session.view.capabilities):
             return None  # not something this client can be asked
         refused = adapter.refuse_ask(ask)
-        if refused is not None:
-            return refused  # it cannot be put in the client's revision: say why
-        request_id = message["id"]
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        session.pending[request_id] = future
+        request_id, future = session.questions.ask(ask)
+        message = adapter.encode_ask(ask, request_id)
+        if message is None or refused is not None:
+            session.questions.forget(request_id)
+            # Not carried in the client's revision (None), or carried but not this
+            # ask (the refusal says why).
+            return refused if message is not None else None
         await send(message)
         try:
             return await asyncio.wait_for(future, timeout)
         except (TimeoutError, asyncio.CancelledError):
-            session.pending.pop(request_id, None)
+            session.questions.forget(request_id)
             if not future.cancelled():
                 raise
             return Answer.refusal(ask.kind)

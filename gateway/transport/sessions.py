@@ -22,7 +22,8 @@ from typing import Any
 
 import structlog
 
-from gateway.core import Answer, Downstream, Failure, RequestId, SessionView
+from gateway.core import Answer, Ask, Downstream, Failure, RequestId, SessionView
+from gateway.core.pending import Questions
 from gateway.core.shares import FairTable
 
 log = structlog.get_logger(__name__)
@@ -36,8 +37,8 @@ class Session:
     view: SessionView
     principal: str
     last_seen: float = field(default_factory=time.monotonic)
-    # Requests pushed to the client, waiting for its answer.
-    pending: dict[RequestId, asyncio.Future[Answer]] = field(default_factory=dict)
+    # Requests pushed to the client (by request id), waiting for its answer.
+    questions: Questions[Ask, Answer] = field(default_factory=lambda: Questions("gw-"))
     # Messages for the client's standalone stream (GET, or the HTTP+SSE stream).
     outbox: asyncio.Queue[dict[str, Any] | None] = field(
         default_factory=lambda: asyncio.Queue(MAX_QUEUED)
@@ -50,7 +51,6 @@ class Session:
     on_close: list[Callable[[], None]] = field(default_factory=list)
     # The session as the upstream side sees it (its own upstream session's client).
     downstream: Downstream | None = None
-    _ids: int = 0
 
     @property
     def id(self) -> str:
@@ -59,11 +59,7 @@ class Session:
     @property
     def idle(self) -> bool:
         """Nothing in progress: no stream read, no call running, no question asked."""
-        return not (self.stream_open or self.running or self.pending or self.closed)
-
-    def next_request_id(self) -> str:
-        self._ids += 1
-        return f"gw-{self._ids}"
+        return not (self.stream_open or self.running or self.questions or self.closed)
 
     def deliver(self, message: dict[str, Any]) -> bool:
         """Queue a message for the standalone stream; False when full or closed."""
@@ -76,10 +72,10 @@ class Session:
         return True
 
     def resolve(self, request_id: RequestId, answer: Answer) -> bool:
-        future = self.pending.pop(request_id, None)
-        if future is None or future.done():
+        """The client answered a pushed request: False when nobody waits for it."""
+        if not isinstance(request_id, str) or request_id not in self.questions.unanswered():
             return False
-        future.set_result(answer)
+        self.questions.answer({request_id: answer})
         return True
 
     def on_end(self, hook: Callable[[], None]) -> None:
@@ -98,10 +94,7 @@ class Session:
                 hook()
             self.on_close.clear()
         self.closed = True
-        for future in self.pending.values():
-            if not future.done():
-                future.cancel()
-        self.pending.clear()
+        self.questions.cancel_all()
         with contextlib.suppress(asyncio.QueueFull):
             self.outbox.put_nowait(None)  # wakes a stream reader so it can end
 

@@ -3,12 +3,11 @@ sessions, and what ending a session releases.  Time is the test's (an injected c
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 
 import pytest
 
-from gateway.core import Answer, AskKind, FailureKind
+from gateway.core import Answer, Ask, AskKind, FailureKind
 from gateway.transport import sessions as sessions_module
 from gateway.transport.sessions import MAX_QUEUED, SessionStore
 
@@ -148,8 +147,7 @@ async def test_ending_a_session_releases_what_it_held(clock: Clock) -> None:
     assert session is not None
     hooks: list[str] = []
     session.on_close.append(lambda: hooks.append("closed"))
-    asked = asyncio.get_running_loop().create_future()
-    session.pending[session.next_request_id()] = asked
+    _, asked = session.questions.ask(Ask(AskKind.ELICIT, {}))
     assert session.deliver({"jsonrpc": "2.0", "method": "notifications/x"})
     assert store.delete(sid) and not store.delete(sid)
     assert hooks == ["closed"] and asked.cancelled()
@@ -165,12 +163,11 @@ async def test_answers_resolve_their_own_request_once(clock: Clock) -> None:
     store = SessionStore()
     session = store.get(make(store, "alice", clock), "alice")
     assert session is not None
-    first, second = session.next_request_id(), session.next_request_id()
-    assert first != second
-    future = asyncio.get_running_loop().create_future()
-    session.pending[first] = future
+    first, future = session.questions.ask(Ask(AskKind.ELICIT, {}))
+    assert first == "gw-1"
     answer = Answer.refusal(AskKind.ELICIT)
-    assert not session.resolve(second, answer)
+    assert not session.resolve("gw-2", answer)
+    assert not session.resolve(1, answer)  # an id of another type names nothing
     assert session.resolve(first, answer) and future.result() == answer
     assert not session.resolve(first, answer)
 
