@@ -6,7 +6,6 @@ started and run until a signal (the way down is :mod:`gateway.lifecycle`'s)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import ipaddress
 import itertools
 import os
@@ -14,7 +13,6 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -26,13 +24,12 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
+from gateway.bounds import Limits
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
-    DEFAULT_MAX_PARKED_PER_PRINCIPAL,
-    DEFAULT_PARK_TTL_OVER_QUOTA,
     Backend,
 )
-from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
+from gateway.bridge.forwarder import DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
@@ -53,8 +50,6 @@ from gateway.ops import OPS_PATHS, Ops
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_FD_RESERVE,
-    DEFAULT_HEADER_TIMEOUT,
     ROUTE_OPTIONS,
     RouteSpec,
     Settings,
@@ -65,21 +60,12 @@ from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.post import Plain
 from gateway.transport.route import (
-    DEFAULT_BODY_TIMEOUT,
     DEFAULT_FORWARD_HEADERS,
-    DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY,
-    DEFAULT_MAX_INFLIGHT,
-    DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
-    DEFAULT_MAX_STREAMS,
-    DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
-    DEFAULT_STREAM_IDLE_TIMEOUT,
     Route,
 )
 from gateway.transport.sessions import (
     DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     SessionStore,
 )
 from gateway.upstream.link import UpstreamLink
@@ -99,34 +85,6 @@ REQUEST_ID_HEADER = "X-Request-Id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
-
-    max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL
-    park_ttl_over_quota: float = DEFAULT_PARK_TTL_OVER_QUOTA
-    ask_settle: float = DEFAULT_ASK_SETTLE
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
-    max_streams: int = DEFAULT_MAX_STREAMS
-    max_streams_per_principal: int = DEFAULT_MAX_STREAMS_PER_PRINCIPAL
-    max_inflight: int = DEFAULT_MAX_INFLIGHT
-    max_inflight_per_principal: int = DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL
-    max_batch: int = DEFAULT_MAX_BATCH
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT
-    body_timeout: float = DEFAULT_BODY_TIMEOUT
-    stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
-    fd_reserve: int = DEFAULT_FD_RESERVE
-    scrape_hosts: tuple[str, ...] = ()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {name: getattr(settings, name) for name in names}
-        values["scrape_hosts"] = tuple(settings.scrape_hosts)
-        return cls(**values)
 
 
 def _forwarded_headers(spec: RouteSpec) -> tuple[str, ...]:
@@ -371,6 +329,11 @@ class Gateway:
             stream_idle_timeout=limits.stream_idle_timeout,
             calls=Quota("calls in flight", limits.max_inflight_per_principal, limits.max_inflight),
             streams=Quota("open streams", limits.max_streams_per_principal, limits.max_streams),
+            notices=Quota(
+                "notifications in progress",
+                limits.max_notices_per_principal,
+                limits.max_notices,
+            ),
         )
 
     def _backend(self, spec: RouteSpec) -> Backend:

@@ -49,6 +49,8 @@ from gateway.transport.route import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_INFLIGHT,
     DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
+    DEFAULT_MAX_NOTICES,
+    DEFAULT_MAX_NOTICES_PER_PRINCIPAL,
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
     DEFAULT_STREAM_IDLE_TIMEOUT,
@@ -357,6 +359,10 @@ class Settings(BaseSettings):
     max_sessions_per_principal: int = Field(DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, gt=0)
     max_streams: int = Field(DEFAULT_MAX_STREAMS, gt=0)
     max_streams_per_principal: int = Field(DEFAULT_MAX_STREAMS_PER_PRINCIPAL, gt=0)
+    # Client notifications being passed upstream at once (no answer is owed: past
+    # either bound they are dropped and logged).
+    max_notices: int = Field(DEFAULT_MAX_NOTICES, gt=0)
+    max_notices_per_principal: int = Field(DEFAULT_MAX_NOTICES_PER_PRINCIPAL, gt=0)
     max_inflight: int = Field(DEFAULT_MAX_INFLIGHT, gt=0)
     max_inflight_per_principal: int = Field(DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL, gt=0)
     # The most messages in one JSON-RPC batch (the revisions that have batches).

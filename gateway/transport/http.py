@@ -526,8 +526,9 @@ class Endpoint:
         await self.pipeline.close()
 
     def busy(self) -> set[asyncio.Task[None]]:
-        """Calls answered in the background (on an HTTP+SSE stream), notifications."""
-        return {task for task in self.pipeline.tasks if not task.done()}
+        """Calls answered in the background (on an HTTP+SSE stream): what a drain
+        waits for (notifications passed upstream owe no answer: not these)."""
+        return self.pipeline.owed()
 
 
 class AioPost:

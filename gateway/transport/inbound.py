@@ -130,6 +130,8 @@ class Runner:
         self.streams_open = streams_open
         self.answer_cancelled = answer_cancelled
         self.tasks: set[asyncio.Task[None]] = set()
+        # Of those, the client notifications being passed upstream.
+        self.notices: set[asyncio.Task[None]] = set()
         # Open `subscriptions/listen` calls: they last until the client leaves, so a
         # drain ends them (gracefully) rather than wait for them.
         self.listens: set[asyncio.Future[Outcome]] = set()
@@ -295,7 +297,7 @@ class Runner:
                 elif item.operation is Operation.CANCELLED:
                     self.cancel(arrival.running, item.params.get("requestId"))
                 elif self.route.notices.acquire(arrival.principal) is None:
-                    self.spawn(self._notify(arrival, item, send))
+                    self.notices.add(self.spawn(self._notify(arrival, item, send)))
                 else:
                     log.info("notification dropped: too many in progress", method=item.method)
 
@@ -324,8 +326,18 @@ class Runner:
         """Background work the transport does not wait for (counted for the drain)."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._done)
         return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.notices.discard(task)
+
+    def owed(self) -> set[asyncio.Task[None]]:
+        """Background work that owes a client an answer (a drain waits for it): not
+        the notifications being passed upstream, which owe nobody anything and are
+        cancelled when the endpoint closes."""
+        return {task for task in self.tasks if not task.done() and task not in self.notices}
 
     # -------------------------------------------------------------- calls
 

@@ -27,6 +27,9 @@ DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL = 200
 DEFAULT_MAX_INFLIGHT = 2_000
 DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 100
 DEFAULT_MAX_STREAMS = 1_000
+# Client notifications being passed upstream at once, per principal and in all.
+DEFAULT_MAX_NOTICES_PER_PRINCIPAL = 64
+DEFAULT_MAX_NOTICES = 1_000
 
 
 @dataclass
@@ -65,7 +68,11 @@ class Route:
     )
     # Client notifications being passed on (nobody waits for them: past the bound,
     # a flood is dropped rather than held in memory while the upstream is slow).
-    notices: Quota = field(default_factory=lambda: Quota("notifications in progress", 64, 1_000))
+    notices: Quota = field(
+        default_factory=lambda: Quota(
+            "notifications in progress", DEFAULT_MAX_NOTICES_PER_PRINCIPAL, DEFAULT_MAX_NOTICES
+        )
+    )
 
     @property
     def forwarder(self) -> Forwarder:

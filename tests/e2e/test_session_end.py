@@ -130,3 +130,24 @@ async def test_a_flood_of_notifications_is_bounded_per_caller(
         reply = await call_tool_legacy(http, gw.url(), flooder, "echo", text, version=batches)
         assert text_of(reply.result) == "echo: still here"
         assert pokes() == 65  # the flood's other 56 were dropped, not queued
+
+
+async def test_a_drain_does_not_wait_for_notifications_the_upstream_holds(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """A notification owes nobody an answer: an upstream that holds them does not
+    hold the gateway's shutdown for its whole drain timeout (30 s here)."""
+    method = "notifications/vendor/poke"
+    async with FakeUpstream("ok") as fake:
+        fake.hold_notices = asyncio.Event()
+        manager = running(f"/mcp={fake.url}", tmp_path=tmp_path, extra=("--drain-timeout", "30"))
+        async with manager as gw:
+            client = await open_session(http, gw.url())
+            poke = {"jsonrpc": "2.0", "method": method}
+            accepted = await post(http, gw.url(), poke, session_headers(client))
+            assert accepted.status == 202, accepted.text
+            await _until(lambda: fake.notified.count(method) == 1, "the notification never arrived")
+            started = time.monotonic()
+        # The manager's exit stopped the gateway (SIGTERM) and checked its clean exit.
+        assert time.monotonic() - started < 10, "the drain waited for a held notification"
+        fake.hold_notices.set()
