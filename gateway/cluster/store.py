@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import orjson
+import structlog
 
 # Shared results a memory or directory store keeps at most (oldest dropped first).
 MAX_RESULTS = 1024
@@ -73,6 +74,14 @@ class ClusterStore(Protocol):
     async def close(self) -> None: ...
 
 
+log = structlog.get_logger(__name__)
+
+# The memory store's ledger of spent states: swept of expired keys past SWEEP_AT,
+# never holding more than MAX_SPENT.
+SWEEP_AT = 10_000
+MAX_SPENT = 100_000
+
+
 class MemoryStore:
     """One process's store: for tests, and a single replica that needs no other."""
 
@@ -99,10 +108,16 @@ class MemoryStore:
         return [replica for replica, expiry in self._replicas.values() if expiry >= now]
 
     async def use_once(self, key: str, ttl: float) -> bool:
+        """Spent keys are remembered for their ttl, at most ``MAX_SPENT`` at once: past
+        that a new key is refused (as if spent), never an old one forgotten early,
+        which would let its token be replayed."""
         now = time.monotonic()
-        if len(self._used) > 10_000:
+        if len(self._used) >= SWEEP_AT:
             self._used = {k: x for k, x in self._used.items() if x >= now}
         if self._used.get(key, 0.0) >= now:
+            return False
+        if len(self._used) >= MAX_SPENT:
+            log.warning("spent-state ledger full: refusing a retry", limit=MAX_SPENT)
             return False
         self._used[key] = now + ttl
         return True

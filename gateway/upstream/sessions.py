@@ -200,6 +200,11 @@ class SessionPool:
         self._sweeper = None
         for key in self.expired(time.monotonic()):
             self._calls.spawn(self._end_quietly(key))
+        # A dropped pool's level is kept for its next call to set again; one whose pool
+        # was not opened again by now is forgotten (a client session's goes with it).
+        for key in [k for k in self._levels if k not in self._sessions and k != SHARED_KEY]:
+            if not key.startswith("s:"):
+                del self._levels[key]
         if self._pools():
             self._sweep_later()
 

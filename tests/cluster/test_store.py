@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cluster import store as store_module
 from gateway.cluster.filestore import FileStore
 from gateway.cluster.owner import session_owner
 from gateway.cluster.relay import relay_key, signature
@@ -81,3 +82,18 @@ async def test_shared_results_expire_and_stay_bounded(store: ClusterStore) -> No
         for n in range(MAX_RESULTS + 5):
             await store.put_result(f"n{n}", b"{}", 30)
         assert len(store._results) <= MAX_RESULTS
+
+
+async def test_the_memory_ledger_is_bounded_and_refuses_rather_than_forgets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forgetting a spent state early would let it be replayed: a full ledger refuses
+    new ones instead, and takes them again once old ones expire."""
+    monkeypatch.setattr(store_module, "SWEEP_AT", 3)
+    monkeypatch.setattr(store_module, "MAX_SPENT", 3)
+    memory = MemoryStore()
+    assert [await memory.use_once(k, 30) for k in ("a", "b", "c")] == [True] * 3
+    assert not await memory.use_once("d", 30)  # full: refused, nothing forgotten
+    assert not await memory.use_once("a", 30)  # still spent
+    memory._used = {k: 0.0 for k in memory._used}  # all three expired
+    assert await memory.use_once("d", 30)

@@ -144,3 +144,16 @@ async def test_idle_pools_expire_and_busy_or_watched_ones_do_not() -> None:
         session.last_used = now - pool_module.POOL_IDLE - 1
     assert pool.expired(now) == [idle.key]
     await pool.close()
+
+
+async def test_a_dropped_pools_log_level_is_forgotten_unless_it_comes_back() -> None:
+    """A dropped pool keeps its level for its next call; one never opened again does
+    not keep it for ever (a client session's level goes with its session)."""
+    pool = Pool()
+    (gone,) = await fill(pool, "alice", 1)
+    (back,) = await fill(pool, "alice", 1, start=1)
+    pool._levels.update({"p:alice:0": "debug", "p:alice:1": "info", "s:client": "error"})
+    await pool.drop("p:alice:0", gone)
+    pool._sweep()
+    assert pool._levels == {"p:alice:1": "info", "s:client": "error"}
+    assert back.key == "p:alice:1"
