@@ -17,6 +17,7 @@ servers of tests/e2e/hostile_upstreams.py, clients speaking raw HTTP.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,6 +83,18 @@ async def gw(hostile: Hostile, tmp_path: Path) -> AsyncIterator[RunningGateway]:
         yield running
 
 
+def descriptors(gw: RunningGateway) -> int:
+    return len(os.listdir(f"/proc/{gw.process.pid}/fd"))
+
+
+async def back_to(gw: RunningGateway, baseline: int, slack: int = 4) -> None:
+    """Until the gateway's open descriptors are back near ``baseline`` (bounded)."""
+    deadline = time.monotonic() + PROMPT
+    while descriptors(gw) > baseline + slack:
+        assert time.monotonic() < deadline, (descriptors(gw), baseline)
+        await asyncio.sleep(0.05)
+
+
 def assert_timed_out(reply: Reply, id_: int) -> str:
     assert reply.message.get("id") == id_, reply.message
     assert "result" not in reply.message, reply.message
@@ -98,6 +111,9 @@ async def test_a_stateless_clients_call_kept_alive_ends_at_the_route_timeout(
     http: aiohttp.ClientSession, gw: RunningGateway, hostile: Hostile, tool: str
 ) -> None:
     url = gw.url("/slow")
+    warm = await call_tool_modern(http, url, "echo", {"text": "warm"}, id_=6)
+    assert text_of(warm.result) == "echo: warm"
+    baseline = descriptors(gw)
     started = time.monotonic()
     reply = await call_tool_modern(http, url, tool, {}, id_=7, within=PROMPT)
     took = time.monotonic() - started
@@ -107,9 +123,10 @@ async def test_a_stateless_clients_call_kept_alive_ends_at_the_route_timeout(
     await hostile.wait_for(lambda: hostile.cancelled, PROMPT)
     assert hostile.cancelled[0].get("reason") == "timed out", hostile.cancelled
     await hostile.wait_for(lambda: hostile.open_streams == 0, PROMPT)
-    # The route goes on serving.
+    # The route goes on serving, and what the call held is let go.
     fine = await call_tool_modern(http, url, "echo", {"text": "fine"}, id_=8)
     assert text_of(fine.result) == "echo: fine"
+    await back_to(gw, baseline)
 
 
 async def test_a_session_clients_call_kept_alive_ends_at_the_route_timeout(
@@ -205,6 +222,9 @@ async def test_a_flood_of_questions_is_cut_to_the_routes_bounds(
     """30 questions at once: the client is put AT_ONCE of them in one round; the rest
     are refused to the upstream with a JSON-RPC error, without a connection each."""
     client = Client(http, gw.url("/flood"), "flooded")
+    warm = await call_tool_modern(http, gw.url("/flood"), "echo", {"text": "warm"}, id_=5)
+    assert text_of(warm.result) == "echo: warm"
+    baseline = descriptors(gw)
     requests, _ = input_required(await client.call("flood", {"n": 30}))
     assert len(requests) == AT_ONCE, len(requests)
     refused = 30 - AT_ONCE
@@ -217,6 +237,10 @@ async def test_a_flood_of_questions_is_cut_to_the_routes_bounds(
     log = gw.log()
     assert "refused an upstream request past the call's bound" in log
     assert '"route": "/flood"' in log
+    # An innocent caller is served meanwhile, and the flood held no descriptors of its own.
+    fine = await call_tool_modern(http, gw.url("/flood"), "echo", {"text": "me"}, id_=9)
+    assert text_of(fine.result) == "echo: me"
+    await back_to(gw, baseline, slack=6)
 
 
 async def test_questions_past_the_per_call_bound_are_refused(
