@@ -258,11 +258,11 @@ class Gateway:
         return session
 
     async def build(self) -> web.Application:
+        # No pool cap: each upstream session's GET stream holds a connection for as
+        # long as the session lives, and a cap would make calls wait behind them.
+        # What bounds them is the sessions' and calls' own bounds; the POSTs of
+        # calls to a plain-http upstream are capped in the lean client (max_connections).
         self._http = aiohttp.ClientSession(
-            # No pool cap: a legacy upstream's call holds its connection while it
-            # waits for an answer (parked calls included), and a cap would let
-            # abandoned calls block every other call on the route.  What bounds
-            # the connections is the calls in flight and the parking table.
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
         )

@@ -64,6 +64,7 @@ from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.link import UpstreamSettings
 from gateway.upstream.settings import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PROBE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT,
 )
@@ -97,6 +98,7 @@ ROUTE_OPTIONS = {
     "redirects",
     "questions_at_once",
     "questions_per_call",
+    "max_connections",
     "public_url",
     "auth",
     "auth_issuer",
@@ -144,6 +146,9 @@ class RouteSpec(BaseModel):
     # each is refused with a JSON-RPC error (and logged), never put to the client.
     questions_at_once: int = Field(QUESTIONS_AT_ONCE, gt=0, le=10_000)
     questions_per_call: int = Field(QUESTIONS_PER_CALL, gt=0, le=1_000_000)
+    # Connections the lean HTTP/1.1 client (calls to a plain-http upstream) keeps open
+    # to the upstream at once: past it a call is refused.
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(DEFAULT_PROBE_TIMEOUT, gt=0)
     ttl_ms: int = Field(0, ge=0)
@@ -228,6 +233,7 @@ class RouteSpec(BaseModel):
             redirects=self.redirects,
             questions_at_once=self.questions_at_once,
             questions_per_call=self.questions_per_call,
+            max_connections=self.max_connections,
             route=self.path,
         )
 

@@ -67,6 +67,7 @@ class UpstreamLink:
             read_timeout=None,
             send_timeout=settings.request_timeout,
             redirects=settings.redirect_policy,
+            max_connections=settings.max_connections,
         )
         # The carrier modern requests and the probe go through.
         self._primary: Carrier = self._streamable

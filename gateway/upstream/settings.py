@@ -20,6 +20,8 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 300.0
 DEFAULT_PROBE_TIMEOUT = 10.0
+# Connections one route keeps open to its upstream at once.
+DEFAULT_MAX_CONNECTIONS = 1024
 
 
 @dataclass
@@ -47,6 +49,8 @@ class UpstreamSettings:
     # Requests (questions, pings) one call's upstream may have open at once / in all.
     questions_at_once: int = QUESTIONS_AT_ONCE
     questions_per_call: int = QUESTIONS_PER_CALL
+    # Connections to the upstream open at once (the lean HTTP/1.1 client refuses past it).
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
 

@@ -387,3 +387,32 @@ async def test_the_servers_keep_alive_timeout_is_honoured(
         for _ in range(2):
             assert await read_all(await post(pool, url, b"{}")) == b"ok"
         assert accepted == connections
+
+
+async def test_past_its_cap_the_pool_refuses_a_new_connection_then_serves_again() -> None:
+    """One route's calls cannot take every descriptor of the process: at the cap a
+    request is refused at once, and a connection let go makes room again."""
+    gate, both = asyncio.Event(), asyncio.Event()
+    arrived: list[bytes] = []
+
+    async def held(request: web.Request) -> web.Response:
+        arrived.append(await request.read())
+        if len(arrived) == 2:
+            both.set()
+        await gate.wait()
+        return web.json_response({"ok": True})
+
+    capped = H1Pool(max_connections=2)
+    async with serving(held) as (url, _):
+        busy = [asyncio.create_task(post(capped, url, b"x")) for _ in range(2)]
+        await asyncio.wait_for(both.wait(), WAIT)
+        with pytest.raises(aiohttp.ClientConnectionError, match="max_connections"):
+            await post(capped, url, b"third")
+        gate.set()
+        for response in await asyncio.gather(*busy):
+            await read_all(response)
+            response.release()
+        again = await post(capped, url, b"again")
+        assert await read_all(again) == b'{"ok": true}'
+        again.release()
+    capped.close()

@@ -328,9 +328,15 @@ class _Connection(asyncio.Protocol):
 
 
 class H1Pool:
-    """Keep-alive connections per (host, port); no cap, like the aiohttp pool it stands for."""
+    """Keep-alive connections per (host, port), at most ``max_connections`` open at
+    once: past that a request is refused at once (a route's calls in flight and
+    parked calls are bounded anyway; this keeps one route from taking every
+    descriptor the process has)."""
 
-    def __init__(self, default_headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, default_headers: Mapping[str, str] | None = None, max_connections: int = 1024
+    ) -> None:
+        self.max_connections = max_connections
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._all: set[_Connection] = set()
         self._defaults = dict(default_headers or {})
@@ -378,6 +384,11 @@ class H1Pool:
     async def _connect(self, key: tuple[str, int], within: float | None) -> _Connection:
         if self._closed:
             raise aiohttp.ClientConnectionError("the upstream client is closed")
+        if len(self._all) >= self.max_connections:
+            raise aiohttp.ClientConnectionError(
+                f"the gateway holds its maximum of {self.max_connections} connections"
+                " to this upstream (route option max_connections)"
+            )
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(within):
             _, conn = await loop.create_connection(lambda: _Connection(self, key), *key)

@@ -64,6 +64,7 @@ class StreamableHttpCarrier(Carrier):
         max_message_size: int = DEFAULT_MAX_EVENT_SIZE,
         redirects: RedirectPolicy | None = None,
         send_timeout: float | EllipsisType | None = ...,
+        max_connections: int = 1024,
     ) -> None:
         self.url = URL(url)
         self._session = session
@@ -83,7 +84,7 @@ class StreamableHttpCarrier(Carrier):
         self._streams: set[SseReply] = set()
         # POSTs to a plain-http upstream go through the lean client (h1); GET and
         # DELETE, and a POST that a route lets follow a redirect, through aiohttp.
-        self._lean = H1Pool(session.headers) if usable(self.url) else None
+        self._lean = H1Pool(session.headers, max_connections) if usable(self.url) else None
 
     async def start(self) -> None:
         """Nothing to open: every message is its own HTTP request."""
