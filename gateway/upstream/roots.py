@@ -1,7 +1,7 @@
 """Roots belong to the stateless client that asks, not to the pool it lands in.
 
 A handshake-era server asks ``roots/list`` once per session and keeps the
-answer; stateless (2026-07-28) clients share pooled upstream sessions.  Were a
+answer; stateless clients share pooled upstream sessions.  Were a
 pool's roots whatever its first caller answered, a later caller's tools would
 run in that first caller's directories.  So, per client (the default,
 ``roots=per-client``), on a route whose server uses roots:
