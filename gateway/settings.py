@@ -95,6 +95,7 @@ ROUTE_OPTIONS = {
     "per_principal",
     "shared",
     "end_sessions",
+    "roots",
     "redirects",
     "questions_at_once",
     "questions_per_call",
@@ -138,6 +139,10 @@ class RouteSpec(BaseModel):
     # End an upstream session (DELETE) when its client's session ends; false only for
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
+    # Stateless clients in front of a handshake-era server that asks roots/list: each
+    # call runs on a pooled session holding the asking client's own roots (asked for
+    # with one input_required round), or ("shared") the roots the pool was first given.
+    roots: Literal["per-client", "shared"] = "per-client"
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     # An upstream's HTTP redirect: an error ("none"), or followed when it is a 307/308
     # on the upstream's own origin ("same-origin").  Never followed to another origin.
@@ -230,6 +235,7 @@ class RouteSpec(BaseModel):
             cwd=self.cwd,
             shared=self.shared,
             end_sessions=self.end_sessions,
+            roots=self.roots,
             redirects=self.redirects,
             questions_at_once=self.questions_at_once,
             questions_per_call=self.questions_per_call,

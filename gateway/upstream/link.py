@@ -33,6 +33,7 @@ from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.probe import EraProbe, Verdict
+from gateway.upstream.roots import NO_ROOTS, ROOTS_QUESTION, RootsRule, as_roots, roots_digest
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts
@@ -98,6 +99,9 @@ class UpstreamLink:
             settings, adapters, http, (self._primary, self._streamable), self._calls
         )
         self._tools = ToolBook()
+        # Whose roots a stateless pool's server sees (upstream/roots.py).
+        self._roots = RootsRule(settings.roots == "per-client")
+        self._sessions.unsolicited.roots_heard = self._roots.heard
 
     def pool_counts(self) -> tuple[int, int]:
         """Keep-alive connections to the upstream: (carrying a request, idle)."""
@@ -211,13 +215,30 @@ class UpstreamLink:
                 self._digests[given] = digest
         return f"p:{exchange.principal}:{digest}"
 
+    def _pool_roots(self, exchange: Exchange) -> dict[str, Any] | None:
+        """What a stateless client's pool without roots of its own answers its server's
+        ``roots/list`` (no roots), per client; None: its client is asked."""
+        return NO_ROOTS if not self._shared and self._roots.applies(exchange) else None
+
+    async def _rooted(
+        self, key: str, call: Call, exchange: Exchange
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The pool this call runs on, and the roots it holds: for a call that asks
+        its client for its roots first (one round), the pool of exactly those."""
+        roots = self._pool_roots(exchange)
+        if roots is None or exchange.ask is None or not self._roots.asks_first(call, exchange):
+            return key, roots
+        roots = as_roots(await exchange.ask(ROOTS_QUESTION))
+        return f"{key}:r:{roots_digest(roots)}", roots
+
     async def attach(self, exchange: Exchange) -> None:
         """Open the exchange's client's upstream session (and its own stream) if it is
         not open yet, so its session-level messages arrive.  Raises on failure."""
         verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         if verdict.adapter.has_handshake:
             key = self._session_key(exchange, verdict.adapter)
-            await self._sessions.get(key, exchange, verdict.transport, verdict.adapter)
+            roots = self._pool_roots(exchange)
+            await self._sessions.get(key, exchange, verdict.transport, verdict.adapter, roots)
 
     async def open(self, exchange: Exchange) -> Failure | None:
         """A client session begins: its upstream session is opened now, as the server
@@ -241,6 +262,8 @@ class UpstreamLink:
         verdict = self._verdict
         if verdict is None or not verdict.adapter.has_handshake:
             return
+        if call.operation is Operation.ROOTS_LIST_CHANGED and self._pool_roots(exchange):
+            return  # per client, a stateless client's next call brings its roots anyway
         session = self._sessions.find(self._session_key(exchange, verdict.adapter))
         if session is not None:
             await self._sessions.notify(session, call, exchange)
@@ -272,11 +295,12 @@ class UpstreamLink:
         return await self._execute_legacy(verdict, call, exchange)
 
     async def _execute_legacy(self, verdict: Verdict, call: Call, exchange: Exchange) -> Outcome:
-        key = self._session_key(exchange, verdict.adapter)
+        pool = self._session_key(exchange, verdict.adapter)
+        key, roots = await self._rooted(pool, call, exchange)
         for attempt in range(2):
             try:
                 session = await self._sessions.get(
-                    key, exchange, verdict.transport, verdict.adapter
+                    key, exchange, verdict.transport, verdict.adapter, roots
                 )
             except CarrierError as exc:
                 return carrier_failure(exc)
@@ -292,6 +316,8 @@ class UpstreamLink:
                 ):
                     continue  # the session ended upstream: initialize again, once
                 return carrier_failure(exc)
+            if roots is not None and roots is not NO_ROOTS:
+                self._roots.ran(session.opened_at, session.roots_asked)
             if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
                 tools = self._tools.of(exchange.principal)
                 tools.learn(session.adapter, outcome, param_headers=False)

@@ -30,6 +30,12 @@ class UpstreamSession(Channel):
     downstream: Downstream | None = None
     principal: str = ""
     last_used: float = field(default_factory=time.monotonic)
+    opened_at: float = field(default_factory=time.monotonic)
+    # The roots this session's server is answered with by the gateway itself (a
+    # stateless pool's, per client: see upstream/roots.py); None: its client is asked.
+    roots: dict[str, Any] | None = None
+    # Whether its server has asked roots/list (how the gateway learns it uses roots).
+    roots_asked: bool = False
     # A pool's questions asked outside any call, held for its next call; a future's
     # None: answered and sent upstream.
     held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(

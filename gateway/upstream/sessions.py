@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -36,6 +37,7 @@ from gateway.upstream.calls import Calls, listen_named, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.roots import answering_roots
 from gateway.upstream.session import UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.unsolicited import Unsolicited
@@ -116,24 +118,35 @@ class SessionPool:
         self._sessions[key] = session
 
     async def get(
-        self, key: str, exchange: Exchange, transport: str, adapter: Adapter
+        self,
+        key: str,
+        exchange: Exchange,
+        transport: str,
+        adapter: Adapter,
+        roots: dict[str, Any] | None = None,
     ) -> UpstreamSession:
         """``key``'s session, opened (with ``adapter``'s revision offered, and the
-        exchange's client declared) if there is none."""
+        exchange's client declared) if there is none; ``roots``: what a new one's
+        server is answered when it asks ``roots/list`` (the key names them)."""
         session = self._sessions.get(key)
         if session is None:
             async with self._locks.hold(key):
                 session = self._sessions.get(key)
                 if session is None:
-                    session = await self._open_for(key, exchange, transport, adapter)
+                    opening = (transport, adapter, roots)
+                    session = await self._open_for(key, exchange, opening)
         else:
             self._sessions.move_to_end(key)
         session.last_used = time.monotonic()
         return session
 
     async def _open_for(
-        self, key: str, exchange: Exchange, transport: str, adapter: Adapter
+        self,
+        key: str,
+        exchange: Exchange,
+        opening: tuple[str, Adapter, dict[str, Any] | None],
     ) -> UpstreamSession:
+        transport, adapter, roots = opening
         downstream = exchange.downstream
         principal = exchange.principal
         if downstream is None and key != SHARED_KEY:
@@ -143,7 +156,9 @@ class SessionPool:
             raise _ended()
         reopened = key in self._levels
         try:
-            session = await self.open(transport, exchange.forward_headers, adapter, exchange, key)
+            session = await self.open(
+                transport, exchange.forward_headers, adapter, exchange, key, roots=roots
+            )
         finally:
             if downstream is None and key != SHARED_KEY:
                 self._opening -= Counter({principal: 1})
@@ -277,6 +292,8 @@ class SessionPool:
         pinned: Adapter | None,
         exchange: Exchange | None = None,
         key: str | None = None,
+        *,
+        roots: dict[str, Any] | None = None,
     ) -> UpstreamSession:
         """A new session over ``transport``, declaring the exchange's client (the
         gateway itself without one): raises CarrierError when the upstream refuses
@@ -308,6 +325,7 @@ class SessionPool:
             headers={**headers, **adapter.client_headers(None, session_id)},
             key=key,
             downstream=exchange.downstream if exchange is not None else None,
+            roots=roots,  # before its stream opens: the server may ask at once
         )
         await carrier.send(rpc.notification("notifications/initialized"), session.headers)
         opened = asyncio.Event()
@@ -393,6 +411,11 @@ class SessionPool:
     async def run(self, session: UpstreamSession, call: Call, exchange: Exchange) -> Outcome:
         """Run one call in ``session``: a pool's held questions first, the log level
         brought up if need be."""
+        if session.roots is not None:
+            # Asked in the call, the pool's roots are the pool's to give, as outside it.
+            heard = partial(self._roots_heard, session)
+            ask = answering_roots(session.roots, exchange.ask, heard)
+            exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
             await self.unsolicited.ask_held(session, exchange)
@@ -402,6 +425,11 @@ class SessionPool:
             if isinstance(level, str) and session.key is not None:
                 session.log_level = self._levels[session.key] = level
         return outcome
+
+    def _roots_heard(self, session: UpstreamSession) -> None:
+        session.roots_asked = True
+        if self.unsolicited.roots_heard is not None:
+            self.unsolicited.roots_heard()
 
     async def notify(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """A client notification for its own upstream session (roots changed, say)."""

@@ -38,6 +38,10 @@ class UpstreamSettings:
     # End upstream sessions with DELETE when their client's session ends (off only for
     # servers that cannot take it: some crash on DELETE).
     end_sessions: bool = True
+    # Whose roots a stateless client's pooled session holds: "per-client" (the asking
+    # client's, one round per call that may ask; see upstream/roots.py) or "shared"
+    # (whichever caller the pool's server asked first, kept for the pool).
+    roots: str = "per-client"
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT

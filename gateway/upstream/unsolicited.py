@@ -5,6 +5,8 @@ arrive on a session's own channel (its GET stream, or what HTTP+SSE and stdio
 could not attribute to a call) belong to that session's client, never to
 another one:
 
+- ``roots/list`` on a pool that holds roots of its own (per-client roots, see
+  :mod:`.roots`) is answered with them by the gateway;
 - a message that only one call could have sent (one call in flight, not itself
   blocked on an ask) is that call's;
 - otherwise a session that mirrors a client's own session hands requests to
@@ -52,6 +54,8 @@ class Unsolicited:
         self._calls = calls
         self._upstream = upstream
         self.notify: NotificationSink | None = None
+        # Told whenever a server asks roots/list (it uses roots: upstream/roots.py).
+        self.roots_heard: Callable[[], None] | None = None
 
     async def listen(self, session: UpstreamSession, opened: asyncio.Event | None = None) -> None:
         """The session's own channel, for as long as the session lives; ``opened`` is
@@ -91,6 +95,12 @@ class Unsolicited:
         """One message off any call: a request is answered in the background, an
         event is delivered now."""
         if rpc.is_request(message):
+            own = self._roots_answer(session, message)
+            if own is not None:
+                # Sent before anything else is read or sent: a stdio or HTTP+SSE
+                # session's first call must find the server with its roots.
+                await self._calls.send_answer(session.carrier, own, session.headers)
+                return
             self._calls.spawn(self._reply(session, self._answer(session, message)))
         else:
             await self.event(session, message)
@@ -126,6 +136,20 @@ class Unsolicited:
         if message is None:
             return  # already sent (a held question's answer)
         await self._calls.send_answer(session.carrier, message, session.headers)
+
+    def _roots_answer(
+        self, session: UpstreamSession, message: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The gateway's own answer to ``roots/list`` on a pool that holds roots of its
+        own (its key names them: no client is asked); None for any other request."""
+        if message.get("method") != AskKind.LIST_ROOTS.method:
+            return None
+        session.roots_asked = True
+        if self.roots_heard is not None:
+            self.roots_heard()
+        if session.roots is None:
+            return None
+        return session.adapter.client_answer(message["id"], Answer(result=session.roots))
 
     def _answer(
         self, session: UpstreamSession, message: dict[str, Any]

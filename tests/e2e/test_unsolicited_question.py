@@ -8,6 +8,10 @@ never answered upstream, never asked again.  The server below asks on its GET st
 and answers its tool without waiting (as server-everything's tools do); the gateway
 gathers questions for 2 s (`GATEWAY_ASK_SETTLE`), so the call ends while the question
 is pending with it.
+
+That is the route option `roots=shared` (a pool's roots come from whichever caller it
+asked); by default (`roots=per-client`) a pool holds its own caller's roots and the
+gateway answers the server's `roots/list` itself, which the last test shows.
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ async def test_a_question_its_call_did_not_live_to_ask_goes_to_the_next_call(
     server = OffCallAsker()
     monkeypatch.setenv("GATEWAY_ASK_SETTLE", "2")
     async with serving(server) as (url, runner):
-        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+        with gateway(f"/mcp={url},roots=shared", tmp_path=tmp_path) as gw:
             try:
                 async with aiohttp.ClientSession() as http:
                     third = await _rounds(http, gw.url())
@@ -152,3 +156,32 @@ async def _rounds(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
     assert asked["method"] == "roots/list", asked
     answer = {key: {"roots": [{"uri": ROOT, "name": "project"}]}}
     return await _call(http, url, "roots", responses=answer, state=second["requestState"])
+
+
+async def _own_roots_call(http: aiohttp.ClientSession, url: str, name: str) -> dict[str, Any]:
+    """A call that is first asked for its client's roots (one round), then answered."""
+    first = await _call(http, url, name)
+    assert first.get("resultType") == "input_required", first
+    ((key, asked),) = first["inputRequests"].items()
+    assert asked["method"] == "roots/list", asked
+    answer = {key: {"roots": [{"uri": ROOT, "name": "project"}]}}
+    return await _call(http, url, name, responses=answer, state=first["requestState"])
+
+
+async def test_per_client_the_pool_answers_with_its_callers_roots(tmp_path: Path) -> None:
+    """Per client (the default), the call brings its client's roots first, and the
+    question the server asks off-call is answered by the gateway with them: no client is
+    asked for it, and the server knows the caller's roots before its next call."""
+    server = OffCallAsker()
+    async with serving(server) as (url, runner):
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    fired = await _own_roots_call(http, gw.url(), "fire")
+                    assert fired.get("resultType") == "complete", fired
+                    told = await _own_roots_call(http, gw.url(), "roots")
+            finally:
+                await runner.cleanup()
+    assert told.get("resultType") == "complete", told
+    assert json.loads(text_of(told)) == [ROOT]
+    assert ["answer", "roots-1"] in server.seen, server.seen

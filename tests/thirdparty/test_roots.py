@@ -9,10 +9,11 @@ roots `file://<a>`, waits (bounded) for its handler, asks the server's roots too
 
 - DIRECT: client straight to the server, the control: what the gateway must preserve.
 - GATEWAY: the same client through `gateway serve --route /mcp=<server>`; the same
-  expectations.  A 2026-07-28 client has no server-initiated requests: its roots come back
-  as input responses of a call, so its handler may run inside the tool call rather than
-  before it, and its change signal is the (deprecated) `notifications/roots/list_changed`
-  its SDK still sends.
+  expectations.  A 2026-07-28 client has no server-initiated requests: each of its calls
+  is first asked for its roots (an `input_required` round its SDK answers on its own) and
+  runs on a pooled upstream session holding exactly those (README: Sessions), so its
+  handler runs inside the tool call rather than before it, and a change of roots reaches
+  the server with the next call.
 
 Every cell is checked in three parts, so a partial fix shows which part it fixed:
 `initial` (the handler answered `a`; handshake clients: before any call), `before` (the tool
@@ -238,22 +239,6 @@ def report(out: dict[str, Any]) -> str:
     )
 
 
-# --- what the gateway cannot do ---------------------------------------------------------
-
-# A stateless (2026-07-28) client has no session, so no notification that its roots
-# changed reaches the pool's upstream session: the server keeps the roots it was given
-# until it asks again (each time it does, the pool's next call asks the client).
-STATELESS_CHANGE = (
-    "a stateless client cannot tell a handshake-era server that its roots changed: "
-    "the server asks again only on its own (README: Known limitations)"
-)
-
-
-def gateway_xfail(client_rev: str, upstream: str, part: str) -> str | None:
-    """Why this part cannot pass through the gateway, or None where it must."""
-    return STATELESS_CHANGE if client_rev == MODERN and part == "after" else None
-
-
 def cases(via: str) -> list[Any]:
     """Every (client, server, part) cell; direct cells only where the client can reach
     the server at all (a pinned 2026-07-28 client cannot talk to a 2025-era server
@@ -266,16 +251,8 @@ def cases(via: str) -> list[Any]:
             if via == "direct" and direct_skip(client_rev, peer(CLIENTS[client_rev]), transport):
                 continue
             for part in PARTS:
-                reason = gateway_xfail(client_rev, upstream, part) if via == "gateway" else None
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
                 out.append(
-                    pytest.param(
-                        client_rev,
-                        upstream,
-                        part,
-                        marks=marks,
-                        id=f"{client_rev}-{upstream}-{part}",
-                    )
+                    pytest.param(client_rev, upstream, part, id=f"{client_rev}-{upstream}-{part}")
                 )
     return out
 
@@ -306,36 +283,71 @@ def test_gateway(cells: Cells, client_rev: str, upstream: str, part: str) -> Non
 
 # --- two clients at once through one gateway --------------------------------------------
 
-PAIR = ("2025-06-18", "2025-11-25")  # python-mcp 1.22.0 and typescript-sdk 1.32.2
+# Who runs at once: (label, client revision, extra driver arguments).
+Runner = tuple[str, str, tuple[str, ...]]
+PAIR: list[Runner] = [  # python-mcp 1.22.0 and typescript-sdk 1.32.2
+    ("2025-06-18", "2025-06-18", ()),
+    ("2025-11-25", "2025-11-25", ()),
+]
+# Two 2026-07-28 clients of the same principal (no credentials: both `anonymous`), so
+# the same pool but for their roots: python-mcp 2.3.0 pinned, and in its auto mode
+# (it probes `server/discover`, which the gateway answers at 2026-07-28).
+MODERN_PAIR: list[Runner] = [
+    ("2026-07-28 pinned", MODERN, ()),
+    ("2026-07-28 auto", MODERN, ("--mode", "auto")),
+]
+
+
+def _two_clients(
+    cells: Cells, upstream: str, tmp_path: Path, runners: list[Runner]
+) -> dict[str, dict[str, Any]]:
+    """Both runners' roots scenarios at once through one gateway (their calls
+    interleave), each with roots of its own; every problem of theirs is reported."""
+    server, transport = UPSTREAMS[upstream]
+    require_installed(*(peer(CLIENTS[rev]) for _, rev, _ in runners))
+    require_thirdparty(server)
+    dirs = cells.dirs
+    labels = [label for label, _, _ in runners]
+    own = {labels[0]: (dirs["a"], dirs["b"]), labels[1]: (dirs["a2"], dirs["b2"])}
+    target = upstream_target(upstream, cells.urls, dirs)
+    with gateway(route_of(target, transport), tmp_path=tmp_path) as gw:
+
+        def run(runner: Runner) -> dict[str, Any]:
+            label, rev, more = runner
+            client = peer(CLIENTS[rev])
+            extra = [*client_args(client, server, *own[label]), *more]
+            url = gw.url("/mcp")
+            return run_client(client, url, client.http_transport(), "roots", CLIENT_TIMEOUT, extra)
+
+        with ThreadPoolExecutor(2) as pool:
+            outs = dict(zip(labels, pool.map(run, runners), strict=True))
+        log = gw.log()
+    found = []
+    for (label, rev, _), out in zip(runners, outs.values(), strict=True):
+        out["_log"] = log
+        other = [p for r, pair in own.items() if r != label for p in pair]
+        for part in PARTS:
+            for problem in problems(out, part, rev, own[label], [dirs["start"], *other]):
+                found.append(f"{label} client, {part}: {problem}")
+    assert not found, "\n".join(found) + "\n" + "\n".join(report(o) for o in outs.values())
+    return outs
 
 
 @pytest.mark.parametrize("upstream", ["filesystem-stdio", "everything-streamable-http"])
 def test_two_clients_keep_their_own_roots(cells: Cells, upstream: str, tmp_path: Path) -> None:
     """Two clients at once through one gateway with different roots: every answer the
     server gives a client names only that client's roots."""
-    server, transport = UPSTREAMS[upstream]
-    clients = [peer(CLIENTS[rev]) for rev in PAIR]
-    require_installed(*clients)
-    require_thirdparty(server)
-    dirs = cells.dirs
-    own = {PAIR[0]: (dirs["a"], dirs["b"]), PAIR[1]: (dirs["a2"], dirs["b2"])}
-    target = upstream_target(upstream, cells.urls, dirs)
-    with gateway(route_of(target, transport), tmp_path=tmp_path) as gw:
+    _two_clients(cells, upstream, tmp_path, PAIR)
 
-        def run(rev: str) -> dict[str, Any]:
-            client = peer(CLIENTS[rev])
-            extra = client_args(client, server, *own[rev])
-            url = gw.url("/mcp")
-            return run_client(client, url, client.http_transport(), "roots", CLIENT_TIMEOUT, extra)
 
-        with ThreadPoolExecutor(2) as pool:
-            outs = dict(zip(PAIR, pool.map(run, PAIR), strict=True))
-        log = gw.log()
-    found = []
-    for rev, out in outs.items():
-        out["_log"] = log
-        other = [p for r, pair in own.items() if r != rev for p in pair]
-        for part in PARTS:
-            for problem in problems(out, part, rev, own[rev], [dirs["start"], *other]):
-                found.append(f"{rev} client, {part}: {problem}")
-    assert not found, "\n".join(found) + "\n" + "\n".join(report(o) for o in outs.values())
+@pytest.mark.parametrize("upstream", ["filesystem-stdio", "everything-streamable-http"])
+def test_two_stateless_clients_keep_their_own_roots(
+    cells: Cells, upstream: str, tmp_path: Path
+) -> None:
+    """Two 2026-07-28 clients of one principal, different roots, calls interleaved:
+    each call's server sees its own client's roots (its handler answered them, in the
+    call's round), never the other's, before and after each changes its roots."""
+    outs = _two_clients(cells, upstream, tmp_path, MODERN_PAIR)
+    for label, out in outs.items():
+        calls = len((out.get("roots") or {}).get("invocations", []))
+        assert calls >= 2, f"{label}: its roots handler answered {calls} time(s)"
