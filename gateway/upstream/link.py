@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -34,6 +35,7 @@ from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.roots import NO_ROOTS, ROOTS_QUESTION, RootsRule, as_roots, roots_digest
+from gateway.upstream.session import OWN_KEY
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts
@@ -294,9 +296,17 @@ class UpstreamLink:
             return await self._execute_modern(verdict.adapter, call, exchange)
         return await self._execute_legacy(verdict, call, exchange)
 
-    async def _execute_legacy(self, verdict: Verdict, call: Call, exchange: Exchange) -> Outcome:
-        pool = self._session_key(exchange, verdict.adapter)
-        key, roots = await self._rooted(pool, call, exchange)
+    async def _execute_legacy(
+        self, verdict: Verdict, call: Call, exchange: Exchange, own: str | None = None
+    ) -> Outcome:
+        """``call`` on the exchange's session (``own``: on the gateway's own session of
+        that key instead, which declares nothing, so holds no roots)."""
+        roots: dict[str, Any] | None = None
+        if own is not None:
+            key = own
+        else:
+            pool = self._session_key(exchange, verdict.adapter)
+            key, roots = await self._rooted(pool, call, exchange)
         for attempt in range(2):
             try:
                 session = await self._sessions.get(
@@ -355,17 +365,38 @@ class UpstreamLink:
 
     async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
         """The tool ``call`` names, as the upstream lists it to the caller's principal
-        (None: not known).  A stateless upstream's list is read once, quietly, when
-        this principal never listed it (the call needs it anyway, to mint its
-        headers).  A handshake-era upstream's is never read for this: the read would
-        go first on the session and hear questions meant for the client's call."""
+        (None: not known).  A list this principal never read is read once, quietly:
+        a stateless upstream's as the caller's own request; a handshake-era upstream's
+        on a session of the gateway's own (:meth:`_own_read`), since on the caller's
+        session the read would go first and hear questions meant for the client's
+        call (server-filesystem's `roots/list` on `initialized`)."""
+        name = call.name
+        if name is None:
+            return None
         verdict = self.verdict
-        if verdict is None or verdict.adapter.has_handshake:
-            name = call.name
-            facts = self._tools.known(exchange.principal, name) if name is not None else None
-        else:
+        if verdict is None:
+            try:
+                verdict = await self.ensure(exchange.principal, exchange.forward_headers)
+            except (Failure, CarrierError):
+                return None  # the call itself meets the same failure
+        if not verdict.adapter.has_handshake:
             facts = await self._lookup(call, exchange)
+        else:
+            index = self._tools.of(exchange.principal)
+            facts = await index.lookup(call, partial(self._own_read, exchange=exchange))
         return facts.listed if facts is not None else None
+
+    async def _own_read(self, listing: Call, exchange: Exchange) -> Outcome:
+        """One page of a handshake-era upstream's list, read on the principal's session
+        of the gateway's own: opened with the caller's credentials (lists may differ
+        by caller) but declaring no capability, so the server has nothing to ask there."""
+        verdict = self._verdict
+        if verdict is None:
+            return Failure(FailureKind.INTERNAL, "the upstream's era is not known")
+        client = replace(listing.client, capabilities={}, info=None, log_level=None)
+        own = replace(quiet(exchange), call=replace(listing, client=client), downstream=None)
+        key = SHARED if self._shared else OWN_KEY + exchange.principal
+        return await self._execute_legacy(verdict, own.call, own, key)
 
     async def _lookup(self, call: Call, exchange: Exchange) -> ToolFacts | None:
         """The facts of the called tool, the caller's list read quietly if need be."""

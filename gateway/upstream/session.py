@@ -12,6 +12,10 @@ from typing import Any
 from gateway.core import Downstream, ServerProfile
 from gateway.upstream.calls import Channel, InFlight
 
+# The key prefix of a session the gateway opens for itself (one per principal): it
+# reads what the gateway must know (a tool list) without going on a client's session.
+OWN_KEY = "g:"
+
 
 @dataclass(kw_only=True)
 class UpstreamSession(Channel):
@@ -41,3 +45,8 @@ class UpstreamSession(Channel):
     held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
         default_factory=list
     )
+
+    @property
+    def gateways_own(self) -> bool:
+        """Opened by the gateway for itself: no client will ever be asked on it."""
+        return self.key is not None and self.key.startswith(OWN_KEY)

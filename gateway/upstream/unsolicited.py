@@ -172,7 +172,11 @@ class Unsolicited:
         downstream = session.downstream
         if downstream is not None:
             return self._calls.answer_request(session.adapter, message, downstream.ask)
-        if AskKind.for_method(str(message.get("method"))) is not None:
+        kind = AskKind.for_method(str(message.get("method")))
+        if kind is not None and session.gateways_own:
+            # It declared no capability; nobody could answer a question held there.
+            return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))
+        if kind is not None:
             return self._hold(session, message)
         return _ready(
             rpc.error(message["id"], -32601, f"Method not found: {message.get('method')}")

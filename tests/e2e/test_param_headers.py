@@ -241,3 +241,86 @@ async def test_each_principal_calls_tools_as_its_own_list_shows_them(tmp_path: P
                     assert seen[-1] == {f"Mcp-Param-{mirrored}": "north"}, who
     finally:
         await runner.cleanup()
+
+
+async def handshake_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+    """A 2025-11-25 server (sessions, no era of mirrored headers) listing `query`: it
+    never checks `Mcp-Param-*` itself, so only the gateway can."""
+    sessions: set[str] = set()
+
+    async def handle(request_: web.Request) -> web.Response:
+        if request_.method != "POST":
+            return web.Response(status=200 if request_.method == "DELETE" else 405)
+        body = await request_.json()
+        method, id_ = body.get("method"), body.get("id")
+        session = request_.headers.get("Mcp-Session-Id", "")
+        if method == "initialize":
+            session = f"s{len(sessions)}"
+            sessions.add(session)
+            result: dict[str, Any] = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "handshake-query", "version": "0"},
+            }
+            reply = {"jsonrpc": "2.0", "id": id_, "result": result}
+            return web.json_response(reply, headers={"Mcp-Session-Id": session})
+        if session not in sessions:
+            error = {"code": -32600, "message": "Bad Request: No valid session ID provided"}
+            return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error}, status=400)
+        if id_ is None:
+            return web.Response(status=202)
+        if method == "tools/list":
+            result = {"tools": TOOLS[:1]}
+        elif method == "tools/call":
+            seen.append({k: v for k, v in request_.headers.items() if k.startswith("Mcp-")})
+            result = {"content": [{"type": "text", "text": "ok"}]}
+        else:
+            result = {}
+        return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
+
+    app = web.Application()
+    app.router.add_route("*", "/mcp", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    return runner, f"http://127.0.0.1:{port}/mcp"
+
+
+async def test_headers_toward_a_handshake_era_upstream_are_checked_listed_or_not(
+    tmp_path: Path,
+) -> None:
+    """In front of a handshake-era upstream a 2026-07-28 client's `Mcp-Param-*`
+    headers are checked too, whether it listed the tools through the gateway first
+    (Bob) or never did (Alice: the gateway reads the list on a session of its own)."""
+    seen: list[dict[str, str]] = []
+    runner, url = await handshake_upstream(seen)
+    body = modern_request(7, "tools/call", {"name": "query", "arguments": {"region": "a"}})
+    try:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                for who in ("alice", "bob"):
+                    auth = {"Authorization": f"Bearer {who}"}
+                    if who == "bob":
+                        listing = modern_request(1, "tools/list")
+                        headers = {**modern_headers("tools/list"), **auth}
+                        listed = await post(http, gw.url("/mcp"), listing, headers)
+                        assert listed.status == 200, listed.text
+                    headers = {**modern_headers("tools/call", "query"), **auth}
+                    calls_before = len(seen)
+                    for wrong in ({"Mcp-Param-Region": "b"}, {}):
+                        reply = await post(http, gw.url("/mcp"), body, {**headers, **wrong})
+                        assert reply.status == 400, (who, wrong, reply.text)
+                        assert reply.message["error"]["code"] == -32020, (who, reply.text)
+                        assert reply.message["id"] == 7
+                    assert len(seen) == calls_before, who  # none reached the upstream
+                    headers["Mcp-Param-Region"] = "a"
+                    reply = await post(http, gw.url("/mcp"), body, headers)
+                    assert reply.status == 200, (who, reply.text)
+                    assert text_of(reply.result) == "ok"
+                    assert len(seen) == calls_before + 1, who
+            # Gone before the gateway stops: its sessions' DELETEs need no answer from
+            # this loop, which waits for the gateway's exit without running.
+            await runner.cleanup()
+    finally:
+        await runner.cleanup()

@@ -83,6 +83,8 @@ def _tools() -> list[types.Tool]:
         _tool("summarize", "Sample a summary", {"text": {"type": "string"}}, ["text"]),
         _tool("show_roots", "List the client's roots", {}, []),
         _tool("progress", "Report progress", {"steps": {"type": "integer"}}, ["steps"]),
+        # The conformance suite's diagnostic (server-stateless): it needs sampling.
+        _tool("test_missing_capability", "Needs the sampling capability", {}, []),
     ]
     return tools
 
@@ -130,7 +132,7 @@ async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
         if answer.action == "accept" and answer.content:
             return _result([_text(f"hello {answer.content.get('name')}")])
         return _result([_text(f"no name ({answer.action})")])
-    if name == "summarize":
+    if name in ("summarize", "test_missing_capability"):
         kwargs = {}
         if _accepts(session.create_message, "related_request_id"):
             kwargs["related_request_id"] = ctx.request_id
