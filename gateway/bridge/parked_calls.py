@@ -24,6 +24,7 @@ from gateway.core import (
     AskKind,
     Call,
     Event,
+    EventSink,
     Exchange,
     Failure,
     FailureKind,
@@ -187,7 +188,7 @@ class ParkedCalls:
             return refused  # the round stays open: the client may answer again
         # Taken at once, with no wait since the check: a second retry finds it RUNNING.
         parked.move(Phase.RUNNING)
-        parked.emit = exchange.emit
+        parked.emit = progress_as(exchange.emit, call.progress_token)
         parked.answer(call.answers or {})
         self.parking.unpark(parked)
         return await self._settle(call, exchange, parked)
@@ -234,6 +235,20 @@ class ParkedCalls:
             asks[f"url{number}"] = ask
         state = self.sealer.seal(call, exchange.route, exchange.principal, {"k": "again"})
         return InputRequired(asks=asks, state=state)
+
+
+def progress_as(emit: EventSink, token: str | int | None) -> EventSink:
+    """The parked call's progress, told as the open request's: each retry carries a
+    progress token of its own, and its client follows only that one (none: it asked
+    for no progress)."""
+
+    async def sink(event: Event) -> None:
+        if event.progress_token is None:
+            await emit(event)
+        elif token is not None:
+            await emit(replace(event, params={**event.params, "progressToken": token}))
+
+    return sink
 
 
 def missing(ask: Ask) -> Failure:

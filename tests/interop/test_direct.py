@@ -66,6 +66,8 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     expected_tools = set(BASE_TOOLS)
     if "elicitation" in server.capabilities:
         expected_tools.add("ask_name")
+    if "missing_capability_tool" in server.capabilities:
+        expected_tools.add("test_missing_capability")
     assert set(tools) == expected_tools
     assert tools["add"]["inputSchema"]["properties"]["a"]["type"] == "integer"
     if "structured_output" in server.capabilities:

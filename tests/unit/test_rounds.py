@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.bridge.parked_calls import progress_as
 from gateway.bridge.rounds import TRANSITIONS, IllegalMove, ParkedCall, Phase
+from gateway.core import Event
 
 FINAL = {Phase.DONE, Phase.MISSING, Phase.RELEASED}
 
@@ -44,3 +46,23 @@ def test_only_a_running_call_gathers_and_only_a_gathering_call_parks() -> None:
     assert sources == {Phase.GATHERING}
     with pytest.raises(IllegalMove):
         ParkedCall().move(Phase.PARKED)
+
+
+async def test_a_resumed_calls_progress_is_told_as_the_open_requests() -> None:
+    """Each retry carries a progress token of its own: the parked call's progress is
+    told with it (with none, the retry asked for no progress), other events as they are."""
+    seen: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        seen.append(event)
+
+    progress = Event("notifications/progress", {"progressToken": "first", "progress": 1})
+    log = Event("notifications/message", {"level": "info", "data": "x"})
+    for event in (progress, log):
+        await progress_as(emit, "retry-token")(event)
+        await progress_as(emit, None)(event)
+    assert seen == [
+        Event("notifications/progress", {"progressToken": "retry-token", "progress": 1}),
+        log,
+        log,
+    ]

@@ -155,6 +155,9 @@ def _python_peers() -> list[Peer]:
             caps |= {"elicitation", "structured_output"}
         if not v2 and version != "1.7.1":
             caps.add("pagination")
+        if not v2:
+            # The conformance suite's `test_missing_capability` tool (asks sampling).
+            caps.add("missing_capability_tool")
         server = "server_v2.py" if v2 else "server_v1.py"
         client = "client_v2.py" if v2 else "client_v1.py"
         out.append(
