@@ -75,7 +75,7 @@ class ParkedCalls:
                     return pushed  # the client's revision carries this ask natively
             if not question.allowed_by(call.client.capabilities):
                 parked.missing = question
-                parked.changed.set()
+                parked.questions.changed.set()
                 return Answer.refusal(question.kind)
             return await parked.add_ask(question)
 
@@ -94,7 +94,7 @@ class ParkedCalls:
         try:
             return await self.upstream.execute(call, exchange)
         finally:
-            parked.changed.set()
+            parked.questions.changed.set()
 
     async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Wait for the upstream's result, or for asks to hand to the client."""
@@ -112,8 +112,8 @@ class ParkedCalls:
                     if parked.task.done() or parked.missing is not None:
                         continue
                     return self._hand_out(call, exchange, parked)
-                parked.changed.clear()
-                await parked.changed.wait()  # an ask, or the end of the task
+                parked.questions.changed.clear()
+                await parked.questions.changed.wait()  # an ask, or the end of the task
         except asyncio.CancelledError:
             # The client went away while we waited.  Nobody holds a state for what was
             # asked meanwhile (it is handed out only in the answer), so nobody can resume

@@ -22,20 +22,21 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import IntEnum
 
 from gateway.bridge.principal import ANONYMOUS
 from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
 from gateway.core.pending import Questions
 
 
-class Phase(Enum):
-    RUNNING = "running"  # the upstream works; a client request waits for it, or none
-    GATHERING = "gathering"  # it asked: a moment for the rest of the round's questions
-    PARKED = "parked"  # input_required handed out: waiting for the client's retry
-    DONE = "done"  # the upstream answered, and the answer went to a client request
-    MISSING = "missing"  # it asked what the client cannot answer: refused and released
-    RELEASED = "released"  # expired, or the client left: questions refused, call ended
+class Phase(IntEnum):
+    # An IntEnum: its members hash as ints (in C), and every move looks one up.
+    RUNNING = 1  # the upstream works; a client request waits for it, or none
+    GATHERING = 2  # it asked: a moment for the rest of the round's questions
+    PARKED = 3  # input_required handed out: waiting for the client's retry
+    DONE = 4  # the upstream answered, and the answer went to a client request
+    MISSING = 5  # it asked what the client cannot answer: refused and released
+    RELEASED = 6  # expired, or the client left: questions refused, call ended
 
 
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
@@ -68,7 +69,7 @@ class ParkedCall:
 
     def move(self, to: Phase) -> None:
         if to is not self.phase and to not in TRANSITIONS[self.phase]:
-            raise IllegalMove(f"a parked call cannot go from {self.phase.value} to {to.value}")
+            raise IllegalMove(f"a parked call cannot go from {self.phase.name} to {to.name}")
         self.phase = to
 
     @property

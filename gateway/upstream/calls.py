@@ -42,6 +42,7 @@ from gateway.core import (
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter
 from gateway.upstream.carriers.base import Carrier, CarrierError, Reply, answers, final
+from gateway.upstream.deadlines import Clock, Deadlines
 
 log = structlog.get_logger(__name__)
 
@@ -80,41 +81,6 @@ class Channel:
     inflight: InFlight | None = None
 
 
-class Clock:
-    """A call's time with its upstream, against the route's ``timeout``: paused while
-    the upstream waits on the client (a question it asked is being answered), so a
-    person taking their time is no upstream's fault; a stream the upstream keeps
-    alive with notifications or comments does not extend it."""
-
-    def __init__(self, budget: float, timer: asyncio.Timeout) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._left = budget
-        self._since = self._loop.time()
-        self._timer = timer
-        self._paused = 0
-        self.running = True  # false once the call is over: the timer is gone
-
-    @property
-    def expired(self) -> bool:
-        return self._timer.expired()
-
-    def _live(self) -> bool:
-        # Once the call is over, or its time ran out, the timer takes no changes.
-        return self.running and not self._timer.expired()
-
-    def pause(self) -> None:
-        if self._paused == 0 and self._live():
-            self._left -= self._loop.time() - self._since
-            self._timer.reschedule(None)
-        self._paused += 1
-
-    def resume(self) -> None:
-        self._paused -= 1
-        if self._paused == 0 and self._live():
-            self._since = self._loop.time()
-            self._timer.reschedule(self._since + max(self._left, 0.0))
-
-
 # Requests one call's upstream may have open at once, and send in all.
 QUESTIONS_AT_ONCE = 32
 QUESTIONS_PER_CALL = 256
@@ -145,6 +111,7 @@ class Calls:
     ) -> None:
         self.ids = ids
         self.deadline = deadline
+        self._deadlines = Deadlines(deadline) if deadline is not None else None
         self.questions = questions or QuestionBounds()
         self._answering = asyncio.Semaphore(ANSWERS_AT_ONCE)
         self._background: set[asyncio.Task[None]] = set()
@@ -175,6 +142,8 @@ class Calls:
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        if self._deadlines is not None:
+            self._deadlines.close()
 
     async def run(
         self,
@@ -187,22 +156,19 @@ class Calls:
         inflight = channel.inflight
         if inflight is not None:
             inflight.calls[upstream_id] = (exchange, call.progress_token)
-        clock: Clock | None = None
+        deadlines = self._deadlines
+        clock = deadlines.start() if deadlines is not None else None
         try:
-            async with asyncio.timeout(self.deadline) as timer:
-                clock = Clock(self.deadline, timer) if self.deadline is not None else None
-                return await self._exchange(
-                    channel, call, exchange, upstream_id, extra_headers, clock
-                )
-        except TimeoutError as exc:
-            if clock is None or not timer.expired():
-                raise
+            return await self._exchange(channel, call, exchange, upstream_id, extra_headers, clock)
+        except asyncio.CancelledError as exc:
+            if clock is None or not clock.expired or _uncancel() > 0:
+                raise  # the client's cancellation (too), not only the deadline's
             raise CarrierError(
                 f"no answer within the route's timeout of {self.deadline:g} s", timeout=True
             ) from exc
         finally:
-            if clock is not None:
-                clock.running = False
+            if deadlines is not None and clock is not None:
+                deadlines.stop(clock)
             if inflight is not None:
                 inflight.calls.pop(upstream_id, None)
 
@@ -530,6 +496,12 @@ class _Answering:
         """The call was abandoned: what it asked no longer needs an answer."""
         for task in list(self.tasks):
             task.cancel()
+
+
+def _uncancel() -> int:
+    """Take back the deadline's cancellation of the running task; how many are left."""
+    task = asyncio.current_task()
+    return task.uncancel() if task is not None else 0
 
 
 def _why(clock: Clock | None) -> str:
