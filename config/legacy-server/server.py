@@ -4,6 +4,8 @@ real server's image; only the gateway's `--route` needs to point at it."""
 
 import json
 import os
+import signal
+import sys
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -74,4 +76,6 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
+    # As PID 1 in a container a signal without a handler is ignored: stop on SIGTERM.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("PORT", "3000"))), Handler).serve_forever()
