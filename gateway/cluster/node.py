@@ -29,6 +29,8 @@ from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
 
 log = structlog.get_logger(__name__)
+# How long leaving waits for the heartbeat task to end once cancelled.
+LEAVE_GRACE = 2.0
 
 Handler = Callable[[web.Request], Any]
 SESSION_QUERY = "sessionId"
@@ -97,8 +99,12 @@ class ClusterNode:
         replica that (re)joins soon after adopts it instead of probing."""
         while True:
             beat = True
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation
+            # that lands as the event is set, and the heartbeat (and the shutdown that
+            # awaits its end) then never stopped.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.verdicts.fresh.wait(), self.heartbeat_ttl / 3)
+                async with asyncio.timeout(self.heartbeat_ttl / 3):
+                    await self.verdicts.fresh.wait()
                 beat = False
             try:
                 if beat:
@@ -122,8 +128,8 @@ class ClusterNode:
     async def leave(self) -> None:
         if self._beat is not None:
             self._beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beat
+            # Bounded: whatever the heartbeat was in, leaving must not wait for ever.
+            await asyncio.wait({self._beat}, timeout=LEAVE_GRACE)
             self._beat = None
         with contextlib.suppress(Exception):
             await self.store.deregister(self.id)
