@@ -53,9 +53,15 @@ class Questions(Generic[Q, A]):
     def answer(self, answers: Mapping[str, A]) -> None:
         """Give each named question its answer; unknown or repeated keys are ignored."""
         for key, answer in answers.items():
-            held = self._waiting.pop(key, None)
-            if held is not None and not held[1].done():
-                held[1].set_result(answer)
+            self.answer_one(key, answer)
+
+    def answer_one(self, key: str, answer: A) -> bool:
+        """Give one question its answer; False when none waits under ``key``."""
+        held = self._waiting.pop(key, None)
+        if held is None or held[1].done():
+            return False
+        held[1].set_result(answer)
+        return True
 
     def resolve_all(self, answer_for: Callable[[Q], A]) -> None:
         """Answer every question still waiting (a refusal, or "nobody asked") and let

@@ -104,7 +104,8 @@ class Pipeline(Runner):
     ) -> Arrival | Refusal | None:
         """One message in, every step in the one order (see the module); None: its
         body never arrived whole."""
-        principal = await self.caller(preamble, door.credentials(source), guarded=door.guarded)
+        view = door.credentials(source)
+        principal = await self.caller(preamble, view, guarded=door.guarded)
         if isinstance(principal, Refusal):
             return principal
         session = door.own_session
@@ -120,7 +121,7 @@ class Pipeline(Runner):
         if refusal is None and preamble.session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, SESSION_NOT_FOUND)
             refusal = self.refusal(preamble, failure, first_id(preamble.body))
-        arrival = refusal or self._accept(door, source, preamble, session, principal)
+        arrival = refusal or self._accept(door, view, preamble, session, principal)
         if isinstance(arrival, Refusal):
             arrival.session = session
             return arrival
@@ -148,7 +149,7 @@ class Pipeline(Runner):
     def _accept(
         self,
         door: Door[S],
-        source: S,
+        view: RequestView | None,
         preamble: Preamble,
         session: Session | None,
         principal: str,
@@ -161,7 +162,7 @@ class Pipeline(Runner):
         if running is None and session is not None:
             running = session.running
         arrival = self.accept(preamble, selected, session, running, principal)
-        auth, view = self.route.auth, door.credentials(source)
+        auth = self.route.auth
         if auth is not None and view is not None:
             # An upstream 401/403 reaches the client as such, its challenge kept.
             arrival.vet_failure = lambda failure: auth.passed_on(failure, view)
@@ -232,8 +233,9 @@ class Pipeline(Runner):
         return Arrival(preamble, adapter, items, principal, forwarded, session, running)
 
     def admit(self, arrival: Arrival) -> Refusal | None:
-        """Whether the caller may open the session its ``initialize`` asks for: over its
-        quota (or the global bound) it is refused, and nobody else's is evicted."""
+        """Whether the caller may open the session its ``initialize`` asks for: at its
+        own quota it is refused; with the store full, another caller's idle session
+        may give way (fair shares, :mod:`gateway.transport.sessions`)."""
         if arrival.session is not None or not arrival.adapter.has_handshake:
             return None
         for call in arrival.requests:

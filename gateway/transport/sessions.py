@@ -73,10 +73,7 @@ class Session:
 
     def resolve(self, request_id: RequestId, answer: Answer) -> bool:
         """The client answered a pushed request: False when nobody waits for it."""
-        if not isinstance(request_id, str) or request_id not in self.questions.unanswered():
-            return False
-        self.questions.answer({request_id: answer})
-        return True
+        return isinstance(request_id, str) and self.questions.answer_one(request_id, answer)
 
     def on_end(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` once when the session ends (at once if it has ended: a request

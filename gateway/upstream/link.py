@@ -228,8 +228,9 @@ class UpstreamLink:
         """The pool this call runs on, and the roots it holds: for a call that asks
         its client for its roots first (one round), the pool of exactly those."""
         roots = self._pool_roots(exchange)
-        if roots is None or exchange.ask is None or not self._roots.asks_first(call, exchange):
+        if roots is None or not self._roots.asks_first(call, exchange):
             return key, roots
+        assert exchange.ask is not None  # asks_first says the client can be asked
         roots = as_roots(await exchange.ask(ROOTS_QUESTION))
         return f"{key}:r:{roots_digest(roots)}", roots
 

@@ -413,7 +413,7 @@ class SessionPool:
         brought up if need be."""
         if session.roots is not None:
             # Asked in the call, the pool's roots are the pool's to give, as outside it.
-            heard = partial(self._roots_heard, session)
+            heard = partial(self.unsolicited.heard_roots, session)
             ask = answering_roots(session.roots, exchange.ask, heard)
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
@@ -425,11 +425,6 @@ class SessionPool:
             if isinstance(level, str) and session.key is not None:
                 session.log_level = self._levels[session.key] = level
         return outcome
-
-    def _roots_heard(self, session: UpstreamSession) -> None:
-        session.roots_asked = True
-        if self.unsolicited.roots_heard is not None:
-            self.unsolicited.roots_heard()
 
     async def notify(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """A client notification for its own upstream session (roots changed, say)."""

@@ -144,12 +144,17 @@ class Unsolicited:
         own (its key names them: no client is asked); None for any other request."""
         if message.get("method") != AskKind.LIST_ROOTS.method:
             return None
-        session.roots_asked = True
-        if self.roots_heard is not None:
-            self.roots_heard()
+        self.heard_roots(session)
         if session.roots is None:
             return None
         return session.adapter.client_answer(message["id"], Answer(result=session.roots))
+
+    def heard_roots(self, session: UpstreamSession) -> None:
+        """``session``'s server asked ``roots/list`` (in a call or outside one): it
+        uses roots."""
+        session.roots_asked = True
+        if self.roots_heard is not None:
+            self.roots_heard()
 
     def _answer(
         self, session: UpstreamSession, message: dict[str, Any]

@@ -91,10 +91,11 @@ async def open_response(
     client_timeout: aiohttp.ClientTimeout,
     redirects: RedirectPolicy,
     data: bytes | None = None,
+    hops_taken: int = 0,
 ) -> aiohttp.ClientResponse:
     """One request; a redirect is followed only as ``redirects`` allows (never, by
-    default), and never to another origin."""
-    for hops in range(MAX_HOPS + 1):
+    default), and never to another origin (``hops_taken``: followed before it)."""
+    for hops in range(hops_taken, MAX_HOPS + 1):
         resp = await _open_once(session, method, url, headers, client_timeout, data)
         if not is_redirect(resp.status):
             return resp

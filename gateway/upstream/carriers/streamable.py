@@ -114,7 +114,7 @@ class StreamableHttpCarrier(Carrier):
         self, body: bytes, headers: Mapping[str, str], limits: aiohttp.ClientTimeout
     ) -> Response:
         merged = merge_headers(headers, Accept=f"{JSON}, {EVENT_STREAM}", Content_Type=JSON)
-        url = self.url
+        url, hops = self.url, 0
         if self._lean is not None:
             try:
                 resp = await self._lean.request(
@@ -131,6 +131,7 @@ class StreamableHttpCarrier(Carrier):
             resp.close()
             # Refused unless the route allows it; then aiohttp sends it where it points.
             url = self._redirects.follow(resp.status, resp.headers.get("Location"), url, 0)
+            hops = 1
         return await open_response(
             self._session,
             "POST",
@@ -139,6 +140,7 @@ class StreamableHttpCarrier(Carrier):
             headers=merged,
             client_timeout=limits,
             redirects=self._redirects,
+            hops_taken=hops,
         )
 
     def _reopener(self, headers: Mapping[str, str], limits: aiohttp.ClientTimeout) -> Reopen:
