@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,9 +105,11 @@ class Lab:
     def __post_init__(self) -> None:
         atexit.register(self.close)
 
-    def _spawn(self, name: str, argv: list[str]) -> Proc:
+    def _spawn(
+        self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None
+    ) -> Proc:
         log_path = self.workdir / f"{name}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
         # No proxy may divert loopback traffic.
         for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
             env.pop(key, None)
@@ -154,10 +156,16 @@ class Lab:
         trace_path: Path | None = None,
         timeout: float = 30.0,
         wrapper: Sequence[str] = (),
+        launch: Sequence[str] = (),
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> Mid:
-        """``trace_path``: run it under `bench.pathtrace` (see bench.path)."""
-        port = free_port()
-        launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch"]
+        """``trace_path``: run it under `bench.pathtrace` (see bench.path); ``launch``:
+        more `bench.gwlaunch` options; ``extra``: more `serve` arguments (routes,
+        ``--workers``); ``env``: more environment (``GATEWAY_*`` settings)."""
+        port = port or free_port()
+        launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch", *launch]
         if profile_path is not None:
             launcher += ["--profile", str(profile_path)]
         if trace_path is not None:
@@ -177,8 +185,9 @@ class Lab:
             # Explicit both ways: the gateway's default (auto) takes uvloop when installed.
             "--loop",
             "uvloop" if uvloop else "asyncio",
+            *extra,
         ]
-        proc = self._spawn(name, argv)
+        proc = self._spawn(name, argv, env)
         base = f"http://{HOST}:{port}"
         # /readyz answers 200 once the gateway has probed the upstream's revision.
         _wait_http(base + "/readyz", timeout, proc)
