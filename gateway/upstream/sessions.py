@@ -55,6 +55,9 @@ MAX_POOLS_PER_PRINCIPAL = 16
 MAX_POOLS = 4096
 # A pool nobody has used for this long is ended (seconds); the next call re-opens it.
 POOL_IDLE = 600.0
+# Expired pools a sweep ends at once: thousands expiring together must not open as
+# many upstream connections (each end is a DELETE) and descriptors in one burst.
+ENDING_AT_ONCE = 8
 # How long a new session's first call waits for the session's own stream (seconds).
 LISTEN_SETTLE = 2.0
 # How long ending a session waits for the cancel notices sent before it (seconds).
@@ -213,8 +216,9 @@ class SessionPool:
 
     def _sweep(self) -> None:
         self._sweeper = None
-        for key in self.expired(time.monotonic()):
-            self._calls.spawn(self._end_quietly(key))
+        expired = self.expired(time.monotonic())
+        if expired:
+            self._calls.spawn(self._end_expired(expired))
         # A dropped pool's level is kept for its next call to set again; one whose pool
         # was not opened again by now is forgotten (a client session's goes with it).
         for key in [k for k in self._levels if k not in self._sessions and k != SHARED_KEY]:
@@ -225,15 +229,23 @@ class SessionPool:
 
     def expired(self, now: float) -> list[str]:
         """The keys of the pools idle for longer than POOL_IDLE at ``now``."""
-        return [
-            s.key
-            for s in self._pools()
-            if s.key is not None and now - s.last_used > POOL_IDLE and self._idle(s)
-        ]
+        return [s.key for s in self._pools() if s.key is not None and self._expired(s, now)]
 
-    async def _end_quietly(self, key: str) -> None:
-        log.info("ending an idle upstream session", upstream=self.settings.url)
-        await self.end(key)
+    def _expired(self, session: UpstreamSession, now: float) -> bool:
+        return now - session.last_used > POOL_IDLE and self._idle(session)
+
+    async def _end_expired(self, keys: list[str]) -> None:
+        """End these pools, ENDING_AT_ONCE at a time; one used again meanwhile stays."""
+        pending = iter(keys)
+
+        async def ender() -> None:
+            for key in pending:
+                session = self._sessions.get(key)
+                if session is not None and self._expired(session, time.monotonic()):
+                    log.info("ending an idle upstream session", upstream=self.settings.url)
+                    await self.end(key)
+
+        await asyncio.gather(*(ender() for _ in range(min(ENDING_AT_ONCE, len(keys)))))
 
     async def drop(self, key: str, session: UpstreamSession) -> None:
         """Forget a session that stopped working (the next call opens a new one); it
