@@ -28,6 +28,7 @@ from gateway.core import (
     FailureKind,
     Operation,
     Outcome,
+    ServerProfile,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.core.keylocks import KeyedLocks
@@ -108,12 +109,20 @@ class SessionPool:
         self._levels: dict[str, str] = {}
         self.unsolicited = Unsolicited(calls, settings.url)
         self.on_session: SessionCallback | None = None
+        self._profile: ServerProfile | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def find(self, key: str) -> UpstreamSession | None:
         return self._sessions.get(key)
+
+    def _shared(self, profile: ServerProfile) -> ServerProfile:
+        """The profile the last session opened got, when this one's is the same (an
+        upstream tells every session the same): one copy for thousands of sessions."""
+        if profile != self._profile:
+            self._profile = profile
+        return self._profile
 
     def adopt(self, key: str, session: UpstreamSession) -> None:
         """Keep a session opened elsewhere (by the era probe) under ``key``."""
@@ -332,7 +341,7 @@ class SessionPool:
             adapter,
             carrier,
             session_id,
-            profile=adapter.client_read_profile(result),
+            profile=self._shared(adapter.client_read_profile(result)),
             owns_carrier=carrier is not self._primary and carrier is not self._streamable,
             headers={**headers, **adapter.client_headers(None, session_id)},
             key=key,

@@ -194,3 +194,15 @@ async def test_a_sweep_ends_many_expired_pools_a_few_at_a_time() -> None:
     assert pool.find(reused.key or "") is reused and not reused.closed
     assert most <= pool_module.ENDING_AT_ONCE
     await pool.close()
+
+
+def test_sessions_told_the_same_profile_share_one_copy() -> None:
+    """Every session an upstream opens is told the same serverInfo and capabilities:
+    thousands of sessions keep one copy, and a different answer is kept as told."""
+    pool = Pool()
+    info = {"name": "up", "version": "1"}
+    first = pool._shared(ServerProfile(info=dict(info), capabilities={"tools": {}}))
+    again = pool._shared(ServerProfile(info=dict(info), capabilities={"tools": {}}))
+    assert again is first
+    other = ServerProfile(info=dict(info), capabilities={"tools": {}, "logging": {}})
+    assert pool._shared(other) is other
