@@ -58,7 +58,7 @@ class EventLog:
         """The event that opens a stream: its first id, no data, the retry delay."""
         return encode_event("", id=f"{stream}.0", retry=RETRY_MS)
 
-    def record(self, stream: int, data: str) -> bytes:
+    def record(self, stream: int, data: bytes | str) -> bytes:
         """One message event on ``stream``, with its id; kept for replay."""
         entry = self._streams.setdefault(stream, _Stream())
         entry.seq += 1
