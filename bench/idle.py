@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import resource
@@ -52,6 +53,16 @@ class Config:
     warmup: int = 20
     loop: str = "asyncio"
     profile: bool = False
+    # Waited after calls to the handshake-era route before RSS and descriptors are read:
+    # its idle upstream keep-alive connections close by then (aiohttp's, used for DELETE,
+    # after 15 s checked every 15 s; the lean client's after 15 s).
+    quiet_s: float = 32.0
+    pool_idle_s: float | None = None  # POOL_IDLE for the run (None: from the count)
+
+    @classmethod
+    def tiny(cls) -> Config:
+        """The smallest run (the smoke test's): figures meaningless, every path taken."""
+        return cls(count=3, stdio_count=1, idle_s=0.2, warmup=1, quiet_s=0, pool_idle_s=5)
 
     def count_of(self, kind: Kind) -> int:
         return self.stdio_count if kind.stdio else self.count
@@ -163,6 +174,8 @@ def _gateway(lab: Lab, config: Config, upstreams: dict[str, Upstream], kind: Kin
 def pool_idle(config: Config) -> float:
     """Long enough for ``count`` pools to be opened (about 100 a second on two shared
     cores) and held through the idle window, short enough to watch them expire."""
+    if config.pool_idle_s is not None:
+        return config.pool_idle_s
     return round(30 + config.count / 50 + 2 * config.idle_s, 1)
 
 
@@ -179,12 +192,6 @@ async def _settle(proc: Proc, base: str, kind: Kind, until: Reading, within: flo
         await asyncio.sleep(0.25)
 
 
-# Upstream keep-alive connections idle this long are closed (gateway/upstream/carriers/h1.py's
-# KEEPALIVE_S, plus a margin): a reading after that counts no connection left over from a
-# burst of calls, so the descriptors compared are the held things' own.
-UPSTREAM_KEEPALIVE_S = 17.0
-
-
 @dataclass
 class Phases:
     start: Reading
@@ -199,10 +206,11 @@ class Phases:
     gauge_back_s: float
 
 
-async def _quiet(kind: Kind) -> None:
-    """Wait out the upstream keep-alive after calls to a route with an upstream of HTTP."""
+async def _quiet(kind: Kind, config: Config) -> None:
+    """Wait out the upstream keep-alive after calls to a route with an upstream of HTTP:
+    the descriptors read next are the held things' own, not connections left over."""
     if kind.route == "/l":
-        await asyncio.sleep(UPSTREAM_KEEPALIVE_S)
+        await asyncio.sleep(config.quiet_s)
 
 
 async def measure(
@@ -225,7 +233,7 @@ async def _phases(config: Config, gw: Mid, base: str, kind: Kind, count: int) ->
         warm = await each(config.warmup, lambda i: kind.open(target, 10_000_000 + i), 8)
         await each(len(warm), lambda i: kind.end(target, warm[i]), 8)
         target.drop_connections()
-        await _quiet(kind)
+        await _quiet(kind, config)
         await asyncio.sleep(1.0)
         start = Reading.of(proc, base, kind.gauge)
         idle_before = await _idle_cpu(proc, config.idle_s / 2)
@@ -235,7 +243,7 @@ async def _phases(config: Config, gw: Mid, base: str, kind: Kind, count: int) ->
         open_s = time.perf_counter() - began
         target.drop_connections()
         await asyncio.sleep(1.0)  # the gateway sees those connections close
-        await _quiet(kind)
+        await _quiet(kind, config)
         opened = Reading.of(proc, base, kind.gauge)
         idle = await _idle_cpu(proc, config.idle_s)
         still = Reading.of(proc, base, kind.gauge)
@@ -246,7 +254,7 @@ async def _phases(config: Config, gw: Mid, base: str, kind: Kind, count: int) ->
         target.drop_connections()
         within = 60.0 if kind.key != "pools" else pool_idle(config) * 1.25 + 30
         gauge_back_s = await _settle(proc, base, kind, start, within)
-        await _quiet(kind)
+        await _quiet(kind, config)
         await asyncio.sleep(1.0)
         ended = Reading.of(proc, base, kind.gauge)
         os.kill(proc.pid, signal.SIGUSR2)  # a full collection (bench.gwlaunch --gc-signal)
@@ -453,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--profile", action="store_true", help="tracemalloc the gateway")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--tiny", action="store_true", help="3 of each (the smoke test's run)")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = [k for k in kinds if k not in BY_KEY]
@@ -468,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         loop=args.loop,
         profile=args.profile,
     )
+    if args.tiny:
+        config = dataclasses.replace(Config.tiny(), kinds=kinds, loop=args.loop)
     signal.signal(signal.SIGTERM, _on_sigterm)
     raise_fd_limit()
     report = asyncio.run(run_all(config))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import signal
@@ -70,7 +71,10 @@ class Config:
     tools: tuple[int, ...] = (100, 1000, 10_000)
     results: tuple[int, ...] = (10 * KIB, 100 * KIB, MIB, 10 * MIB)
     batches: tuple[int, ...] = (10, 100, 1000)
-    reps: int = 7
+    reps: int = 7  # at least, per path and size
+    min_cell_s: float = 0.5  # and more until each path's calls of a size took this long
+    max_rounds: int = 300
+    memory_reps: int = 3  # calls per size in the memory pass
     loop: str = "asyncio"
 
     @classmethod
@@ -112,6 +116,9 @@ class Client:
 
     async def post(self, message: Any, method: str, name: str | None = None) -> Reply:
         headers = modern_headers(method, name) if self.revision == "2026-07-28" else self.headers
+        if self.conn.closed.done() or not self.conn.keep_alive:
+            # The server ended an idle keep-alive connection (a session outlives it).
+            self.conn = await Conn.open(self.conn.host, self.conn.port)
         reply = await self.conn.request("POST", self.path, headers, orjson.dumps(message))
         if reply.status != 200:
             raise BadReply(f"{self.path}: HTTP {reply.status}: {reply.body[:300]!r}")
@@ -188,31 +195,31 @@ class Cell:
     # The gateway's CPU over all the calls (/proc counts in clock ticks, 10 ms: one
     # call's own reading is too coarse; the mean of several is not).
     cpu_s: float = 0.0
-    peak_kib: list[int] = field(default_factory=list)
+    peak_kib: list[float] = field(default_factory=list)
 
     def summary(self, size: int, unit: float) -> dict[str, Any]:
+        units = size / unit
         wall = statistics.median(self.wall_s)
-        cpu = self.cpu_s / len(self.wall_s) if self.peak_kib else None
+        cpu = self.cpu_s / len(self.wall_s) if self.cpu_s or self.peak_kib else None
         peak = statistics.median(self.peak_kib) if self.peak_kib else None
         return {
             "size": size,
             "calls": len(self.wall_s),
             "wall_ms": round(wall * 1e3, 3),
             "gateway_cpu_ms": None if cpu is None else round(cpu * 1e3, 3),
-            "peak_rss_kib": peak,
-            "wall_us_per_unit": round(wall * 1e6 / (size / unit), 3),
-            "cpu_us_per_unit": None if cpu is None else round(cpu * 1e6 / (size / unit), 3),
-            "peak_kib_per_unit": None if peak is None else round(peak / (size / unit), 4),
+            "peak_kib": None if peak is None else round(peak, 1),
+            "wall_us_per_unit": round(wall * 1e6 / units, 3),
+            "cpu_us_per_unit": None if cpu is None else round(cpu * 1e6 / units, 3),
+            "peak_kib_per_unit": None if peak is None else round(peak / units, 4),
         }
 
 
-def _peak_reset(pid: int) -> int:
-    """Reset the process's peak RSS to its current RSS; that RSS (KiB)."""
+def _reset_peak(pid: int) -> None:
+    """The process's peak RSS (VmHWM) starts again from its RSS now."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-    return _status(pid, "VmRSS")
 
 
-def _status(pid: int, key: str) -> int:
+def _status_kib(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1])
@@ -225,6 +232,7 @@ class Bench:
     gateway: Proc
     gw_port: int
     up_port: int
+    memory: bool = False  # the memory pass: this gateway serves one path only
     clients: dict[tuple[str, str, int], Client] = field(default_factory=dict)
     ids: int = 1
 
@@ -251,58 +259,68 @@ class Bench:
             do = lambda: client.blob(self.ids, size)  # noqa: E731
         else:
             do = lambda: client.batch(self.ids, size)  # noqa: E731
-        if cell is None:
+        if cell is None or self.memory:
             await do()
-            return
-        rss = _peak_reset(self.gateway.pid) if not path.direct else 0
-        cpu = self.gateway.cpu_seconds()
-        began = time.perf_counter()
-        await do()
-        cell.wall_s.append(time.perf_counter() - began)
-        if not path.direct:
-            cell.cpu_s += self.gateway.cpu_seconds() - cpu
-            cell.peak_kib.append(_status(self.gateway.pid, "VmHWM") - rss)
+        else:
+            cpu = self.gateway.cpu_seconds()
+            began = time.perf_counter()
+            await do()
+            cell.wall_s.append(time.perf_counter() - began)
+            if not path.direct:
+                cell.cpu_s += self.gateway.cpu_seconds() - cpu
 
-    async def measure(
-        self, measure: str, sizes: tuple[int, ...], unit: float
-    ) -> list[dict[str, Any]]:
+    async def measure(self, measure: str, sizes: tuple[int, ...], cells: dict[Any, Cell]) -> None:
+        """Rounds of one call per path (the order rotating), at least ``reps`` of them and
+        until every path's calls took ``min_cell_s`` in all: the gateway's CPU is read in
+        clock ticks (10 ms), so small calls need many to be read at all."""
         paths = paths_of(measure)
-        cells = {(p.label, s): Cell() for p in paths for s in sizes}
+        config = self.config
         for size in sizes:
             for path in paths:
                 await self.call(path, measure, size, None)  # warm-up (first list, first session)
-            for rep in range(self.config.reps):
-                shift = rep % len(paths)
+            mine = [cells.setdefault((measure, p.label, size), Cell()) for p in paths]
+            rounds = 0
+            while rounds < config.reps or (
+                rounds < config.max_rounds and min(sum(c.wall_s) for c in mine) < config.min_cell_s
+            ):
+                shift = rounds % len(paths)
                 for path in paths[shift:] + paths[:shift]:
-                    await self.call(path, measure, size, cells[(path.label, size)])
-        rows = []
-        for path in paths:
-            points = [cells[(path.label, s)].summary(s, unit) for s in sizes]
-            rows.append(
-                {
-                    "path": path.label,
-                    "direct": path.direct,
-                    "points": points,
-                    **linearity(points, path.direct),
-                }
-            )
-        return rows
+                    await self.call(path, measure, size, cells[(measure, path.label, size)])
+                rounds += 1
+
+    async def memory_of(
+        self, path: Path_, measure: str, sizes: tuple[int, ...], cells: dict[Any, Cell]
+    ) -> None:
+        """In a gateway of its own, sizes ascending: how far each size's calls raised the
+        gateway's peak RSS above its RSS before the first of them."""
+        pid = self.gateway.pid
+        for size in sizes:
+            _reset_peak(pid)
+            before = _status_kib(pid, "VmRSS")
+            for _ in range(self.config.memory_reps):
+                await self.call(path, measure, size, None)
+            cell = cells.setdefault((measure, path.label, size), Cell())
+            cell.peak_kib.append(_status_kib(pid, "VmHWM") - before)
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.conn.close()
 
 
 def linearity(points: list[dict[str, Any]], direct: bool) -> dict[str, Any]:
     """Marginal cost per unit between consecutive sizes, and the last step's log-log
     slope, for wall time (and, through the gateway, its CPU and peak RSS)."""
     out: dict[str, Any] = {}
-    keys = ["wall_ms"] if direct else ["wall_ms", "gateway_cpu_ms", "peak_rss_kib"]
+    keys = ["wall_ms"] if direct else ["wall_ms", "gateway_cpu_ms", "peak_kib"]
     for key in keys:
         values = [(p["size"], p[key]) for p in points]
         marginal = [
             round((b - a) / (s2 - s1), 9) if s2 != s1 else None
-            for (s1, a), (s2, b) in zip(values, values[1:], strict=False)
+            for (s1, a), (s2, b) in itertools.pairwise(values)
         ]
         (s1, a), (s2, b) = values[-2], values[-1]
         slope = math.log(b / a) / math.log(s2 / s1) if a and b and a > 0 and b > 0 else None
-        out[key] = {
+        out[key.removesuffix("_ms")] = {
             "marginal_per_size_unit": marginal,
             "last_step_slope": None if slope is None else round(slope, 3),
             "superlinear": slope is not None and slope > SUPERLINEAR,
@@ -310,38 +328,89 @@ def linearity(points: list[dict[str, Any]], direct: bool) -> dict[str, Any]:
     return out
 
 
-async def _run(config: Config, gateway: Proc, gw_port: int, up_port: int) -> dict[str, Any]:
-    bench = Bench(config, gateway, gw_port, up_port)
+MEASURES = ("tools", "results", "batches")
+
+
+def calibration(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """What this machine itself pays per KiB to parse and encode a result of each size
+    (orjson, in this process, best of 5): copies of megabytes cost more per byte than
+    copies of kilobytes (caches, fresh pages), whoever makes them."""
+    points = []
+    for size in sizes:
+        message = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"text": "x" * size}]}}
+        raw = orjson.dumps(message)
+        best = math.inf
+        for _ in range(5):
+            began = time.perf_counter()
+            orjson.dumps(orjson.loads(raw))
+            best = min(best, time.perf_counter() - began)
+        points.append({"size": size, "us_per_kib": round(best * 1e6 / (size / KIB), 4)})
+    (s1, a), (s2, b) = [(p["size"], p["us_per_kib"] * p["size"]) for p in points[-2:]]
+    return [*points, {"last_step_slope": round(math.log(b / a) / math.log(s2 / s1), 3)}]
+
+
+UNITS = {"tools": ("tool", 1), "results": ("KiB", KIB), "batches": ("message", 1)}
+
+
+async def _run(config: Config, lab: Lab, timed: Bench) -> dict[str, Any]:
+    cells: dict[Any, Cell] = {}
     try:
-        measures = {
-            "tools": await bench.measure("tools", config.tools, 1),
-            "results": await bench.measure("results", config.results, KIB),
-            "batches": await bench.measure("batches", config.batches, 1),
-        }
+        for measure in MEASURES:
+            await timed.measure(measure, getattr(config, measure), cells)
     finally:
-        for client in bench.clients.values():
-            client.conn.close()
-    return measures
+        timed.close()
+    for measure in MEASURES:
+        for path in paths_of(measure):
+            if path.direct:
+                continue
+            # A gateway of its own for each path and measure: memory another size or path
+            # left behind (freed, but kept by the allocator) would hide what this one takes.
+            proc = _gateway(lab, config, timed.up_port, "gateway-memory", [])
+            alone = Bench(config, proc, _port(proc), timed.up_port, memory=True)
+            try:
+                await alone.memory_of(path, measure, getattr(config, measure), cells)
+            finally:
+                alone.close()
+                proc.stop()
+    report: dict[str, Any] = {}
+    for measure in MEASURES:
+        unit = UNITS[measure][1]
+        rows = []
+        for path in paths_of(measure):
+            sizes = getattr(config, measure)
+            points = [cells[(measure, path.label, size)].summary(size, unit) for size in sizes]
+            row = {"path": path.label, "direct": path.direct, "points": points}
+            rows.append(row | linearity(points, path.direct))
+        report[measure] = rows
+    return report
 
 
-def start(lab: Lab, config: Config) -> tuple[Proc, int, int]:
-    up_port = free_port()
-    upstream = lab._spawn("sized", [sys.executable, "-m", "bench.sized", str(up_port)])
-    _wait_port(up_port, 30.0, upstream)
+def _gateway(lab: Lab, config: Config, up_port: int, name: str, launch: list[str]) -> Proc:
     base = f"http://{HOST}:{up_port}"
     routes: list[str] = []
     for count in sorted({*config.tools}):
         routes += ["--route", f"/m{count}={base}/modern/{count}"]
         routes += ["--route", f"/l{count}={base}/legacy/{count}"]
     env = {"GATEWAY_MAX_BATCH": str(max(config.batches)), "GATEWAY_MAX_BODY_BYTES": str(64 * MIB)}
-    gw = lab.gateway(
-        "gateway",
-        f"{base}/modern/{config.tools[0]}",
-        uvloop=config.loop == "uvloop",
-        extra=routes,
-        env=env,
-    )
-    return gw.proc, int(gw.url.rsplit(":", 1)[1].split("/", 1)[0]), up_port
+    uvloop = config.loop == "uvloop"
+    first = f"{base}/modern/{config.tools[0]}"
+    gw = lab.gateway(name, first, uvloop=uvloop, extra=routes, env=env, launch=launch)
+    return gw.proc
+
+
+def _port(proc: Proc) -> int:
+    argv = proc.process.args
+    assert isinstance(argv, list)
+    return int(str(argv[argv.index("--listen") + 1]).rsplit(":", 1)[1])
+
+
+def start(lab: Lab, config: Config) -> Bench:
+    """The upstream, and a gateway for time and CPU."""
+    up_port = free_port()
+    upstream = lab._spawn("sized", [sys.executable, "-m", "bench.sized", str(up_port)])
+    _wait_port(up_port, 30.0, upstream)
+    timed = _gateway(lab, config, up_port, "gateway", [])
+    return Bench(config, timed, _port(timed), up_port)
 
 
 def run(config: Config) -> dict[str, Any]:
@@ -350,8 +419,8 @@ def run(config: Config) -> dict[str, Any]:
     busy = busy_cpu_s()
     began = time.perf_counter()
     try:
-        gateway, gw_port, up_port = start(lab, config)
-        measures = asyncio.run(_run(config, gateway, gw_port, up_port))
+        timed = start(lab, config)
+        measures = asyncio.run(_run(config, lab, timed))
     finally:
         lab.close()
     wall = time.perf_counter() - began
@@ -363,11 +432,9 @@ def run(config: Config) -> dict[str, Any]:
         "machine_busy_cores": round((busy_cpu_s() - busy) / wall, 2),
         "wall_s": round(wall, 1),
         "superlinear_slope": SUPERLINEAR,
+        "calibration": calibration(config.results),
         "measures": measures,
     }
-
-
-UNITS = {"tools": ("tool", 1), "results": ("KiB", KIB), "batches": ("message", 1)}
 
 
 def _size(measure: str, size: int) -> str:
@@ -379,30 +446,35 @@ def _size(measure: str, size: int) -> str:
 def render(report: dict[str, Any]) -> str:
     m, c = report["machine"], report["config"]
     lines = [
-        f"gateway cost per unit of size: {m['cpus']} CPUs ({m['cpu_model']}), Python {m['python']}, "
-        f"aiohttp {m['aiohttp']}, gateway --loop {c['loop']}; median of {c['reps']} calls per cell",
-        f"load average before {report['load_average_before']}, after {report['load_average_after']}; "
-        f"the whole machine busy {report['machine_busy_cores']} cores on average; {report['wall_s']} s wall",
-        "ms: wall time per call; gwCPU: the gateway's CPU per call (ms); peak: the gateway's peak "
-        "RSS above its RSS before the call (KiB); per unit: us of wall / us of gateway CPU / KiB of "
-        "peak per unit; slope: log-log slope of the last step (1 = linear; flagged '!' above "
+        f"gateway cost per unit of size: {m['cpus']} CPUs ({m['cpu_model']}), Python "
+        f"{m['python']}, aiohttp {m['aiohttp']}, gateway --loop {c['loop']}; time: median of "
+        f"at least {c['reps']} calls per cell (more until they took {c['min_cell_s']} s); "
+        f"memory: {c['memory_reps']} calls per size, a gateway per path",
+        f"load average before {report['load_average_before']}, after "
+        f"{report['load_average_after']}; the whole machine busy {report['machine_busy_cores']} "
+        f"cores on average; {report['wall_s']} s wall",
+        "ms: wall time per call (client to answer, parsing included); gwCPU: the gateway's CPU "
+        "per call (ms, mean); peak: how far that size's calls raised the gateway's peak RSS above "
+        "its RSS before them (KiB; a gateway per path, sizes ascending); per unit: us of wall / "
+        "us of gateway CPU / KiB of "
+        "peak per unit; slope: log-log slope of the last step (1 = linear; '!' above "
         f"{report['superlinear_slope']})",
     ]
+    header = (
+        f"{'path':<48} {'size':>8} {'ms':>9} {'gwCPU':>8} {'peak':>8} {'us/u':>8} "
+        f"{'cpu us/u':>9} {'KiB/u':>8}"
+    )
+    *points, slope = report["calibration"]
+    lines += [
+        "",
+        "this machine, orjson parse + encode of the same results in one process (us/KiB): "
+        + ", ".join(f"{_size('results', p['size'])} {p['us_per_kib']:.3f}" for p in points)
+        + f"; slope of the last step {slope['last_step_slope']:.2f}",
+    ]
     for measure, rows in report["measures"].items():
-        unit = UNITS[measure][0]
-        lines += [
-            "",
-            f"{measure} (unit: {unit})",
-            f"{'path':<48} {'size':>8} {'ms':>9} {'gwCPU':>8} {'peak':>8} {'us/u':>8} {'cpu us/u':>9} {'KiB/u':>8}",
-        ]
+        lines += ["", f"{measure} (unit: {UNITS[measure][0]})", header]
         for row in rows:
-            for p in row["points"]:
-                lines.append(
-                    f"{row['path']:<48} {_size(measure, p['size']):>8} {p['wall_ms']:>9.2f} "
-                    f"{_opt(p['gateway_cpu_ms'], '.2f'):>8} {_opt(p['peak_rss_kib'], '.0f'):>8} "
-                    f"{p['wall_us_per_unit']:>8.2f} {_opt(p['cpu_us_per_unit'], '.2f'):>9} "
-                    f"{_opt(p['peak_kib_per_unit'], '.3f'):>8}"
-                )
+            lines += [_point(row["path"], measure, p) for p in row["points"]]
             slopes = ", ".join(
                 f"{key} {_opt(v['last_step_slope'], '.2f')}{' !' if v['superlinear'] else ''}"
                 for key, v in row.items()
@@ -410,6 +482,15 @@ def render(report: dict[str, Any]) -> str:
             )
             lines.append(f"{'':<48} slope of the last step: {slopes}")
     return "\n".join(lines)
+
+
+def _point(path: str, measure: str, p: dict[str, Any]) -> str:
+    return (
+        f"{path:<48} {_size(measure, p['size']):>8} {p['wall_ms']:>9.2f} "
+        f"{_opt(p['gateway_cpu_ms'], '.2f'):>8} {_opt(p['peak_kib'], '.0f'):>8} "
+        f"{p['wall_us_per_unit']:>8.2f} {_opt(p['cpu_us_per_unit'], '.2f'):>9} "
+        f"{_opt(p['peak_kib_per_unit'], '.3f'):>8}"
+    )
 
 
 def _opt(value: Any, fmt: str) -> str:
