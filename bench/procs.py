@@ -127,22 +127,38 @@ class Lab:
         self.procs.append(proc)
         return proc
 
-    def upstream(self, kind: str, timeout: float = 30.0) -> Upstream:
-        """``legacy`` (the demo server) or ``modern`` (bench.upstreams' echo server)."""
-        port, stats_port = free_port(), free_port()
+    def upstream(
+        self, kind: str, timeout: float = 30.0, *, port: int | None = None, name: str = ""
+    ) -> Upstream:
+        """``legacy`` (the demo server) or ``modern`` (bench.upstreams' echo server).
+        Given a ``port``, it shares it with the others given it (SO_REUSEPORT)."""
+        shared = port is not None
+        port, stats_port = port or free_port(), free_port()
         argv = [sys.executable, "-m", "bench.upstreams", kind, str(port), str(stats_port)]
-        proc = self._spawn(f"upstream-{kind}", argv)
+        argv += ["--reuse-port"] if shared else []
+        proc = self._spawn(name or f"upstream-{kind}", argv)
         _wait_port(port, timeout, proc)
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
     def refproxy(
-        self, name: str, target: str, timeout: float = 30.0, wrapper: Sequence[str] = ()
+        self,
+        name: str,
+        target: str,
+        timeout: float = 30.0,
+        wrapper: Sequence[str] = (),
+        *,
+        port: int | None = None,
+        extra: Sequence[str] = (),
     ) -> Mid:
-        """``wrapper``: a command the proxy runs under (``valgrind ...``)."""
-        port = free_port()
-        argv = [*wrapper, sys.executable, "-m", "bench.refproxy", str(port), target]
+        """``wrapper``: a command the proxy runs under (``valgrind ...``); ``extra``: more
+        options (``--route``, ``--reuse-port``, ``--uvloop``: see bench.refproxy)."""
+        shared = port is not None
+        port = port or free_port()
+        argv = [*wrapper, sys.executable, "-m", "bench.refproxy", str(port), target, *extra]
         proc = self._spawn(name, argv)
+        if shared:  # another may already answer on the port: this one says when it listens
+            _wait_output(proc, "http://", timeout)
         _wait_port(port, timeout, proc)
         return Mid(proc, f"http://{HOST}:{port}/mcp", gateway=False)
 
@@ -236,6 +252,16 @@ def _wait_port(port: int, timeout: float, proc: Proc) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{proc.name} did not listen on {HOST}:{port} within {timeout}s")
+
+
+def _wait_output(proc: Proc, needle: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.check_alive()
+        if needle in proc.log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{proc.name} did not print {needle!r} within {timeout}s")
 
 
 def _wait_http(url: str, timeout: float, proc: Proc) -> None:
