@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench import idle, size
+from bench import idle, scale, size
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,3 +51,16 @@ def test_size_measures_every_path_at_two_sizes(capsys: pytest.CaptureFixture[str
             if not row["direct"]:
                 assert all(p["peak_kib"] is not None for p in row["points"])
     assert "slope of the last step" in size.render(report)
+
+
+def test_scale_runs_every_path_at_two_worker_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(scale.main, ["--tiny"], capsys)
+    config = report["config"]
+    assert config["workers"] == [1, 2]
+    rows = {(row["path"], row["workers"]) for row in report["rows"]}
+    assert rows == {(path, n) for path in config["paths"] for n in (1, 2)}
+    for row in report["rows"]:
+        for side in ("gateway", "reference", "direct"):
+            assert row[side]["calls"] > 0 and row[side]["errors"] == 0, row[side]
+    assert report["verdict"]["too_small"] in (True, False)
+    assert "req/s" in scale.render(report)
