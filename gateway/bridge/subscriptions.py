@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from gateway.bridge.scopes import Scopes
 from gateway.core import (
     Call,
     ClientContext,
@@ -52,7 +53,6 @@ from gateway.core import (
     Value,
     discard_event,
 )
-from gateway.bridge.scopes import Scopes
 from gateway.core.keylocks import KeyedLocks
 from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.adapter import LIST_CHANGES
