@@ -2,7 +2,7 @@
 
 What asyncio.Queue does for it (``put_nowait`` refusing with ``QueueFull`` past
 the bound, ``get`` waiting, ``get_nowait``, ``qsize``) at a fraction of its
-size: a Queue is four deques (~3 KiB) from the moment it exists, and every
+size: a Queue is four deques from the moment it exists, and every
 session with a stream open holds one while idle.  This one holds a deque only
 while messages wait, and a future only while a reader waits.
 """

@@ -25,7 +25,7 @@ RETRY_MS = 1000
 class _Stream:
     seq: int = 0
     done: bool = False
-    # Made at the first event kept: an empty deque costs ~600 B, and an idle stream
+    # Made at the first event kept: an empty deque is not small, and an idle stream
     # (or a POST answered in one piece) keeps none.
     events: deque[tuple[int, bytes]] | None = None
 

@@ -39,7 +39,7 @@ class Session:
     principal: str
     last_seen: float = field(default_factory=time.monotonic)
     # Requests pushed to the client (by request id), waiting for its answer.
-    # Made when first asked (most sessions never are: an asyncio.Event is a deque, ~700 B).
+    # Made when first asked: most sessions never are (its asyncio.Event is a deque).
     _questions: Questions[Ask, Answer] | None = field(default=None, init=False, repr=False)
     # Messages for the client's standalone stream (GET, or the HTTP+SSE stream): made
     # when first needed (most sessions never get a message outside their calls).
