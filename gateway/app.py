@@ -20,6 +20,7 @@ import orjson
 import structlog
 from aiohttp import web
 
+from gateway import tracing
 from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
@@ -283,6 +284,9 @@ class Gateway:
         for spec in self.specs:
             route = self._route(spec, loopback)
             route.auth = self._route_auth(spec, fetcher)
+            if tracing.active is not None:  # first: it puts the span's ids in the record
+                route.observers.append(tracing.active.observe)
+                self.metrics.exemplars = True
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)

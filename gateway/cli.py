@@ -27,7 +27,7 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__
+from gateway import __version__, otel
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
@@ -279,7 +279,8 @@ def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
 
 
 def _run(settings: Settings, gateway: Gateway) -> None:
-    """Serve until a signal ends it."""
+    """Serve until a signal ends it (traced when the OTEL_* environment says so)."""
+    otel.start()
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
             runner.run(gateway.serve_forever(demo=not settings.routes))
@@ -287,6 +288,8 @@ def _run(settings: Settings, gateway: Gateway) -> None:
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
     except KeyboardInterrupt:  # a signal before the handlers were installed
         raise typer.Exit(130) from None
+    finally:
+        otel.stop()
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -429,7 +432,11 @@ def stdio(
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     configure_logging(level, "json", sys.stderr)
-    asyncio.run(_serve_stdio(spec, adapters, headers))
+    otel.start()
+    try:
+        asyncio.run(_serve_stdio(spec, adapters, headers))
+    finally:
+        otel.stop()
 
 
 async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str, str]) -> None:

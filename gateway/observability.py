@@ -24,6 +24,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.registry import Collector
 
 from gateway import __version__
@@ -292,6 +294,8 @@ class Metrics:
         )
         build.add_metric([__version__], 1)
         self._build = build
+        # Calls are traced, so their latencies carry exemplars (set by the app).
+        self.exemplars = False
         self._children: dict[tuple[str, str, str, str, str], _Children] = {}
         self._seen: dict[tuple[Any, ...], _Children] = {}
         self.registry.register(_RouteGauges(routes, in_flight))
@@ -330,7 +334,12 @@ class Metrics:
             failed.inc()
         duration = record.get("duration_ms")
         if isinstance(duration, int | float):
-            timed.observe(duration / 1000)
+            trace_id = get("trace_id")
+            if trace_id is None:
+                timed.observe(duration / 1000)
+            else:  # a traced call (gateway/otel): its trace, the exemplar of its bucket
+                exemplar = {"trace_id": str(trace_id), "span_id": str(get("span_id"))}
+                timed.observe(duration / 1000, exemplar)
 
     def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
         """Bounded: unknown methods all share the ``other`` label, not their own entry."""
@@ -350,6 +359,14 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def negotiate(self, accept: str) -> tuple[bytes, str]:
+        """The metrics and their content type: OpenMetrics (which alone carries the
+        latency histogram's exemplars) when the scraper accepts it and calls are
+        traced (``exemplars``); else Prometheus text, as always."""
+        if self.exemplars and OPENMETRICS_CONTENT_TYPE.split(";")[0] in accept:
+            return openmetrics_latest(self.registry), OPENMETRICS_CONTENT_TYPE  # type: ignore[no-untyped-call]
+        return self.render(), METRICS_CONTENT_TYPE
 
 
 class _Static(Collector):

@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from gateway import tracing
 from gateway.core import (
     Call,
     ClientContext,
@@ -352,6 +353,8 @@ class Runner:
             message = adapter.encode_failure(call.id, refused, call.operation)
             return Reply(message, adapter.http_status(refused))
         try:
+            if tracing.active is not None:  # OpenTelemetry on: the call as a server span
+                return await tracing.active.serve(self._run, self.route, arrival, call, send)
             return await self._run(arrival, call, send)
         finally:
             calls.release(arrival.principal)

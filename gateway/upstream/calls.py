@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from gateway import tracing
 from gateway.core import (
     Answer,
     Asker,
@@ -153,6 +154,20 @@ class Calls:
         extra_headers: Mapping[str, str] | None = None,
     ) -> Outcome:
         upstream_id = next(self.ids)
+        if tracing.active is not None:  # OpenTelemetry on: the request as a client span
+            return await tracing.active.upstream(
+                self._run, channel, call, exchange, extra_headers, upstream_id
+            )
+        return await self._run(channel, call, exchange, extra_headers, upstream_id)
+
+    async def _run(
+        self,
+        channel: Channel,
+        call: Call,
+        exchange: Exchange,
+        extra_headers: Mapping[str, str] | None,
+        upstream_id: int,
+    ) -> Outcome:
         inflight = channel.inflight
         if inflight is not None:
             inflight.calls[upstream_id] = (exchange, call.progress_token)
