@@ -46,7 +46,7 @@ LINK = "gateway.link"
 ASKED = "gateway.ask"  # the upstream asked the client something (elicitation, ...)
 ANSWERED = "gateway.answer"  # ... and the answer went back to it
 HANDED_OUT = "gateway.input_required"  # a round of questions went to the client
-RESUMED = "gateway.resumed"  # a retry took up a parked call (after how long)
+RETRY = "gateway.retry"  # a retry of a round handed out (how long it waited parked)
 
 # The observers' outcome names (a type name) as the spans say them.
 OUTCOMES = {"inputrequired": "input_required"}

@@ -89,7 +89,7 @@ class Spans:
             links=parent.links,
         )
         if claims is not None:
-            _resumed(span, claims)
+            _retried(span, claims)
         async with _current(span, parent.context):
             try:
                 reply = await run(arrival, call, send)
@@ -198,7 +198,7 @@ class _current:
         self.span.end()
 
 
-def _resumed(span: Span, claims: Mapping[str, Any]) -> None:
+def _retried(span: Span, claims: Mapping[str, Any]) -> None:
     """A retry: how long its call waited since the round was handed out."""
     sealed = claims.get(SEALED_AT_CLAIM)
     if not isinstance(sealed, int | float):
@@ -209,7 +209,7 @@ def _resumed(span: Span, claims: Mapping[str, Any]) -> None:
     }
     if isinstance(claims.get("n"), int):
         event[names.ROUND] = claims["n"]
-    span.add_event(names.RESUMED, event)
+    span.add_event(names.RETRY, event)
 
 
 def _answered(span: Span, call: Call, message: Any) -> None:

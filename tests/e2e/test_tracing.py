@@ -48,7 +48,7 @@ def traceparent(trace_id: str, span_id: str) -> str:
 def parent_of(header: str) -> tuple[str, str]:
     """The (trace id, parent span id) a traceparent names."""
     version, trace_id, span_id, flags = header.split("-")
-    assert version == "00" and flags == "01", header
+    assert version == "00" and int(flags, 16) & 1, header  # sampled
     return trace_id, span_id
 
 
@@ -231,8 +231,8 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
         {"gateway.state": "parked", "gateway.round": 1}
     ]
     assert s2.attributes["gateway.outcome"] == "value"
-    (resumed,) = s2.event("gateway.resumed")
-    assert resumed.attributes["gateway.round"] == 1 and resumed.attributes["gateway.parked_ms"] > 0
+    (retried,) = s2.event("gateway.retry")
+    assert retried.attributes["gateway.round"] == 1 and retried.attributes["gateway.parked_ms"] > 0
     # The retry points at the request that handed out its state.
     assert [(link.span_id, link.attributes) for link in s2.links] == [
         (s1.span_id, {"gateway.link": "first_request"})
