@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,9 +105,9 @@ class Lab:
     def __post_init__(self) -> None:
         atexit.register(self.close)
 
-    def _spawn(self, name: str, argv: list[str]) -> Proc:
+    def _spawn(self, name: str, argv: list[str], env_extra: Mapping[str, str] = {}) -> Proc:
         log_path = self.workdir / f"{name}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **env_extra}
         # No proxy may divert loopback traffic.
         for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
             env.pop(key, None)
@@ -134,6 +134,13 @@ class Lab:
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
+    def otlp_sink(self, timeout: float = 30.0) -> Sink:
+        """A local OTLP/HTTP trace sink (bench.otlpsink) for traced gateways."""
+        port = free_port()
+        proc = self._spawn("otlp-sink", [sys.executable, "-m", "bench.otlpsink", str(port)])
+        _wait_port(port, timeout, proc)
+        return Sink(proc, f"http://{HOST}:{port}")
+
     def refproxy(
         self, name: str, target: str, timeout: float = 30.0, wrapper: Sequence[str] = ()
     ) -> Mid:
@@ -154,8 +161,10 @@ class Lab:
         trace_path: Path | None = None,
         timeout: float = 30.0,
         wrapper: Sequence[str] = (),
+        env: Mapping[str, str] = {},
     ) -> Mid:
-        """``trace_path``: run it under `bench.pathtrace` (see bench.path)."""
+        """``trace_path``: run it under `bench.pathtrace` (see bench.path); ``env``: more
+        environment (``OTEL_*``, say)."""
         port = free_port()
         launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch"]
         if profile_path is not None:
@@ -178,7 +187,7 @@ class Lab:
             "--loop",
             "uvloop" if uvloop else "asyncio",
         ]
-        proc = self._spawn(name, argv)
+        proc = self._spawn(name, argv, env)
         base = f"http://{HOST}:{port}"
         # /readyz answers 200 once the gateway has probed the upstream's revision.
         _wait_http(base + "/readyz", timeout, proc)
@@ -204,6 +213,24 @@ class Upstream:
                 data += chunk
         counts: dict[str, int] = json.loads(data)
         return counts
+
+
+@dataclass
+class Sink:
+    proc: Proc
+    url: str
+
+    def stats(self) -> dict[str, int]:
+        """Export requests, bytes and spans received so far (see bench.otlpsink)."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(self.url + "/stats", timeout=5) as response:
+            counts: dict[str, int] = json.loads(response.read())
+        return counts
+
+    def traced(self) -> dict[str, str]:
+        """The environment that makes a gateway export its traces here (the SDK's
+        defaults otherwise: every span sampled, batches of 512, every 5 s at most)."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.url, "OTEL_SERVICE_NAME": "bench-gateway"}
 
 
 @dataclass

@@ -152,22 +152,16 @@ class Calls:
         call: Call,
         exchange: Exchange,
         extra_headers: Mapping[str, str] | None = None,
+        upstream_id: int | None = None,
     ) -> Outcome:
-        upstream_id = next(self.ids)
-        if tracing.active is not None:  # OpenTelemetry on: the request as a client span
-            return await tracing.active.upstream(
-                self._run, channel, call, exchange, extra_headers, upstream_id
-            )
-        return await self._run(channel, call, exchange, extra_headers, upstream_id)
-
-    async def _run(
-        self,
-        channel: Channel,
-        call: Call,
-        exchange: Exchange,
-        extra_headers: Mapping[str, str] | None,
-        upstream_id: int,
-    ) -> Outcome:
+        """``upstream_id`` is given only by the tracing hook, which runs the call again
+        inside its client span (no frame more when tracing is off)."""
+        if upstream_id is None:
+            upstream_id = next(self.ids)
+            if tracing.active is not None:  # OpenTelemetry on: the request as a client span
+                return await tracing.active.upstream(
+                    self.run, channel, call, exchange, extra_headers, upstream_id
+                )
         inflight = channel.inflight
         if inflight is not None:
             inflight.calls[upstream_id] = (exchange, call.progress_token)
