@@ -62,12 +62,13 @@ class Parent:
 
 def parent_of(
     propagator: TextMapPropagator,
+    fields: frozenset[str],
     meta: Mapping[str, Any],
     headers: Mapping[str, str],
     claims: Mapping[str, Any] | None,
 ) -> Parent:
-    """The server span's parent and links (see the module)."""
-    fields = frozenset(propagator.fields)
+    """The server span's parent and links (see the module); ``fields``: the
+    propagator's carrier keys."""
     candidates: list[tuple[str, Context]] = []
     from_meta = carrier(meta, fields)
     if from_meta:
@@ -94,11 +95,8 @@ def parent_of(
     return parent
 
 
-def outgoing(
-    propagator: TextMapPropagator, context: Context
-) -> tuple[dict[str, str], frozenset[str]]:
-    """The client span's context as the upstream receives it, and the fields to drop
-    from what the client sent (so none of the client's own is left beside it)."""
+def outgoing(propagator: TextMapPropagator, context: Context) -> dict[str, str]:
+    """The client span's context as the upstream receives it."""
     injected: dict[str, str] = {}
     propagator.inject(injected, context=context)
-    return injected, frozenset(propagator.fields)
+    return injected

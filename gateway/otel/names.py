@@ -9,6 +9,7 @@ the gateway's own, under ``gateway.``.  Nothing here imports opentelemetry.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from gateway.core import Call, Operation
@@ -17,7 +18,6 @@ from gateway.core import Call, Operation
 METHOD = "mcp.method.name"
 PROTOCOL_VERSION = "mcp.protocol.version"
 SESSION_ID = "mcp.session.id"
-RESOURCE_URI = "mcp.resource.uri"
 REQUEST_ID = "jsonrpc.request.id"
 TOOL_NAME = "gen_ai.tool.name"
 PROMPT_NAME = "gen_ai.prompt.name"
@@ -76,11 +76,15 @@ def call_attributes(call: Call) -> dict[str, Any]:
             attributes[TOOL_NAME] = call.name
     elif op is Operation.PROMPTS_GET and call.name is not None:
         attributes[PROMPT_NAME] = call.name
-    elif op in (Operation.RESOURCES_READ, Operation.RESOURCES_SUBSCRIBE):
-        uri = call.params.get("uri")
-        if isinstance(uri, str):
-            attributes[RESOURCE_URI] = uri
+    # No mcp.resource.uri: a URI is the client's data (a path, a query with a key in
+    # it), and the gateway keeps request bodies out of logs and traces alike.
     return attributes
+
+
+def session_digest(session_id: str) -> str:
+    """What ``mcp.session.id`` holds: a digest of the session id, never the id (it is
+    all an anonymous client needs to use a session, and it is never logged either)."""
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def transport_attributes(transport: str) -> dict[str, str]:

@@ -52,6 +52,8 @@ class Spans:
     def __init__(self, tracer: trace.Tracer, propagator: TextMapPropagator) -> None:
         self.tracer = tracer
         self.propagator = propagator
+        # The carrier keys it reads and writes (traceparent, tracestate, baggage).
+        self.fields = frozenset(propagator.fields)
 
     # ------------------------------------------------------------ inbound
 
@@ -67,17 +69,16 @@ class Spans:
         message it came in, an inbound.Arrival)."""
         preamble = arrival.preamble
         claims = route.forwarder.sealer.peek(call.state) if call.state else None
-        parent = parent_of(self.propagator, call.meta, preamble.headers, claims)
+        parent = parent_of(self.propagator, self.fields, call.meta, preamble.headers, claims)
         adapter: Adapter = arrival.adapter
         attributes = names.call_attributes(call)
         attributes.update(names.transport_attributes(preamble.transport))
-        attributes[names.PROTOCOL_VERSION] = adapter.version
-        attributes[names.CLIENT_REVISION] = adapter.version
+        attributes[names.PROTOCOL_VERSION] = adapter.version  # the client's revision
         attributes[names.ROUTE] = route.path
         attributes[names.PRINCIPAL] = arrival.principal
         session = arrival.session
         if session is not None and adapter.has_handshake:
-            attributes[names.SESSION_ID] = session.id
+            attributes[names.SESSION_ID] = names.session_digest(session.id)
         upstream = route.backend.upstream_revision
         if upstream is not None:
             attributes[names.UPSTREAM_REVISION] = upstream
@@ -90,7 +91,7 @@ class Spans:
         )
         if claims is not None:
             _retried(span, claims)
-        async with _current(span, parent.context):
+        with _current(span, parent.context):
             try:
                 reply = await run(arrival, call, send)
             except BaseException as exc:
@@ -147,26 +148,26 @@ class Spans:
         adapter: Adapter = held.adapter
         attributes = names.call_attributes(call)
         attributes[names.REQUEST_ID] = str(upstream_id)
-        attributes[names.PROTOCOL_VERSION] = adapter.version
-        attributes[names.UPSTREAM_REVISION] = adapter.version
+        attributes[names.PROTOCOL_VERSION] = adapter.version  # the upstream's revision
         attributes[names.CLIENT_REVISION] = call.client.protocol_version
         attributes[names.ROUTE] = exchange.route
         attributes[names.PRINCIPAL] = exchange.principal
         attributes.update(_carrier_attributes(held.carrier))
         if held.session_id is not None:
-            attributes[names.SESSION_ID] = held.session_id
+            attributes[names.SESSION_ID] = names.session_digest(held.session_id)
         span = self.tracer.start_span(
             names.span_name(call), kind=SpanKind.CLIENT, attributes=attributes
         )
         context = trace.set_span_in_context(span)
-        injected, fields = outgoing(self.propagator, context)
+        injected = outgoing(self.propagator, context)
+        fields = self.fields
         meta = {k: v for k, v in call.meta.items() if k not in fields}
         call = replace(call, meta={**meta, **injected})
         headers = {**(extra_headers or {}), **injected}
         forwarded = {k: v for k, v in exchange.forward_headers.items() if k not in fields}
         ask = _asking(span, exchange.ask) if exchange.ask is not None else None
         exchange = replace(exchange, forward_headers=forwarded, ask=ask)
-        async with _current(span, context):
+        with _current(span, context):
             try:
                 outcome = await run(channel, call, exchange, headers, upstream_id)
             except BaseException as exc:
@@ -178,21 +179,21 @@ class Spans:
 
 class _current:
     """``span`` is the current span (and its ids in the log context) inside; ended
-    on the way out.  An async context manager only to be used in a coroutine: the
-    context tokens are reset in the task that set them."""
+    on the way out.  Entered and left in one coroutine (the context tokens are
+    reset in the task that set them), around its awaits."""
 
     def __init__(self, span: Span, context: otel_context.Context) -> None:
         self.span = span
         self.context = trace.set_span_in_context(span, context)
 
-    async def __aenter__(self) -> None:
+    def __enter__(self) -> None:
         ids = self.span.get_span_context()
         self.token = otel_context.attach(self.context)
         self.logged = structlog.contextvars.bind_contextvars(
             trace_id=f"{ids.trace_id:032x}", span_id=f"{ids.span_id:016x}"
         )
 
-    async def __aexit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:
         structlog.contextvars.reset_contextvars(**self.logged)
         otel_context.detach(self.token)
         self.span.end()

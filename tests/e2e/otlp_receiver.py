@@ -157,6 +157,7 @@ SHOWN = (
     "mcp.protocol.version",
     "gateway.client.protocol_version",
     "gateway.upstream.protocol_version",
+    "gen_ai.tool.name",
     "mcp.session.id",
     "jsonrpc.request.id",
     "network.transport",

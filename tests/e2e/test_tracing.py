@@ -14,6 +14,7 @@ over stdio).  With the OTEL_* environment unset, nothing of it runs.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import secrets
@@ -30,7 +31,14 @@ from aiohttp import web
 from peers.registry import peer, require_installed
 
 from gateway.demo import DemoServer
-from tests.e2e.fake_client import modern_headers, post, text_of
+from tests.e2e.fake_client import (
+    modern_headers,
+    open_session,
+    post,
+    request,
+    session_headers,
+    text_of,
+)
 from tests.e2e.gateway_proc import REPO, RunningGateway, gateway
 from tests.e2e.otlp_receiver import Receiver, Span, render
 from tests.e2e.sdk_peers import input_required, modern_call
@@ -74,6 +82,7 @@ class RecordingDemo:
                         "method": body["method"],
                         "header": request.headers.get("traceparent"),
                         "meta": (params.get("_meta") or {}).get("traceparent"),
+                        "session": request.headers.get("Mcp-Session-Id"),
                     }
                 )
             return await handler(request)
@@ -138,6 +147,10 @@ async def traced_gateway(traced: None, tmp_path: Path) -> AsyncIterator[Any]:
         await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
+def digest(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
 def by_parent(spans: list[Span], parent: str, kind: str) -> Span | None:
     return next((s for s in spans if s.parent_span_id == parent and s.kind == kind), None)
 
@@ -155,8 +168,12 @@ def assert_semconv(span: Span, *, revision: str, request_id: str, transport: str
     assert attributes["gen_ai.operation.name"] == "execute_tool", attributes
     assert attributes["network.transport"] == transport, attributes
     assert attributes["gateway.route"] in ("/mcp", "/s"), attributes
-    assert attributes["gateway.client.protocol_version"] == "2026-07-28", attributes
-    assert attributes["gateway.upstream.protocol_version"] == "2025-11-25", attributes
+    # mcp.protocol.version is the revision spoken on the span's side; the other
+    # side's is the gateway's own attribute.
+    if span.kind == "SERVER":
+        assert attributes["gateway.upstream.protocol_version"] == "2025-11-25", attributes
+    else:
+        assert attributes["gateway.client.protocol_version"] == "2026-07-28", attributes
     principal = attributes["gateway.principal"]
     assert isinstance(principal, str) and principal.startswith("p-"), attributes
     assert TOKEN.split()[1] not in json.dumps(attributes), "a token reached a span"
@@ -244,7 +261,10 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
         c1, revision="2025-11-25", request_id=c1.attributes["jsonrpc.request.id"], transport="tcp"
     )
     assert c1.attributes["server.address"] == "127.0.0.1"
-    assert c1.attributes["mcp.session.id"], c1.attributes
+    (called,) = [seen for seen in demo.seen if seen["method"] == "tools/call"]
+    # A digest of the upstream session's id, never the id itself.
+    assert c1.attributes["mcp.session.id"] == digest(called["session"]), c1.attributes
+    assert called["session"] not in json.dumps([s.attributes for s in spans])
     assert c1.attributes["gateway.outcome"] == "value"
     (ask,) = c1.event("gateway.ask")
     (answered,) = c1.event("gateway.answer")
@@ -253,7 +273,6 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     assert answered.attributes["gateway.waited_ms"] > 0
 
     # The upstream heard the gateway's client span as its parent, both ways.
-    (called,) = [seen for seen in demo.seen if seen["method"] == "tools/call"]
     assert parent_of(called["header"]) == (trace_id, c1.span_id), called
     assert parent_of(called["meta"]) == (trace_id, c1.span_id), called
 
@@ -269,6 +288,41 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     ) as response:
         metrics = await response.text()
     assert f'trace_id="{trace_id}"' in metrics, metrics[-2000:]
+
+
+async def test_a_session_clients_call_names_its_session_by_digest_only(
+    http: aiohttp.ClientSession,
+    receiver: Receiver,
+    demo: RecordingDemo,
+    traced_gateway: Any,
+) -> None:
+    """A 2025-11-25 client with a session of its own, no trace context: each request
+    is a trace of its own (a root server span), its session named by digest."""
+    gw = await traced_gateway(f"/mcp={await demo.start()}")
+    url = gw.url()
+    session_id = await open_session(http, url, headers={"Authorization": TOKEN})
+    reply = await post(
+        http,
+        url,
+        request(5, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}),
+        {**session_headers(session_id), "Authorization": TOKEN},
+    )
+    assert text_of(reply.result) == "5"
+
+    def called(spans: list[Span]) -> bool:
+        return any(s.name == "tools/call add" and s.kind == "CLIENT" for s in spans)
+
+    await receiver.wait_for(called, SPANS_WITHIN)
+    server = next(s for s in receiver.spans if s.name == "tools/call add" and s.kind == "SERVER")
+    client = next(s for s in receiver.spans if s.name == "tools/call add" and s.kind == "CLIENT")
+    assert server.parent_span_id == "" and client.parent_span_id == server.span_id
+    assert server.trace_id == client.trace_id
+    assert server.attributes["mcp.session.id"] == digest(session_id)
+    assert server.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert server.attributes["gateway.outcome"] == "value"
+    assert "error.type" not in server.attributes and server.status == "UNSET"
+    everything = json.dumps([(s.name, s.attributes, s.events) for s in receiver.spans], default=str)
+    assert session_id not in everything and TOKEN.split()[1] not in everything
 
 
 async def test_a_stdio_upstream_gets_the_trace_in_meta_and_a_retry_without_context_joins(

@@ -44,6 +44,7 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 CLIENT_SPAN = "b7ad6b7169203331"
 OTHER_SPAN = "00f067aa0ba902b7"
 FIRST_SPAN = "1111111111111111"
+FIELDS = frozenset(get_global_textmap().fields)
 
 
 def tp(trace_id: str = TRACE, span_id: str = CLIENT_SPAN) -> str:
@@ -138,6 +139,7 @@ def ids(context: Any) -> tuple[str, str]:
 def test_meta_is_the_parent_and_the_headers_a_link() -> None:
     found = parent_of(
         get_global_textmap(),
+        FIELDS,
         {"traceparent": tp()},
         {"traceparent": tp(span_id=OTHER_SPAN)},
         None,
@@ -149,19 +151,21 @@ def test_meta_is_the_parent_and_the_headers_a_link() -> None:
 
 
 def test_the_header_alone_is_the_parent_and_the_same_context_twice_is_no_link() -> None:
-    found = parent_of(get_global_textmap(), {}, {"traceparent": tp()}, None)
+    found = parent_of(get_global_textmap(), FIELDS, {}, {"traceparent": tp()}, None)
     assert ids(found.context) == (TRACE, CLIENT_SPAN) and found.links == []
-    both = parent_of(get_global_textmap(), {"traceparent": tp()}, {"traceparent": tp()}, None)
+    both = parent_of(
+        get_global_textmap(), FIELDS, {"traceparent": tp()}, {"traceparent": tp()}, None
+    )
     assert ids(both.context) == (TRACE, CLIENT_SPAN) and both.links == []
 
 
 def test_a_retry_without_context_hangs_under_the_first_request() -> None:
-    found = parent_of(get_global_textmap(), {}, {}, claims())
+    found = parent_of(get_global_textmap(), FIELDS, {}, {}, claims())
     assert ids(found.context) == (TRACE, FIRST_SPAN) and found.links == []
 
 
 def test_a_retry_with_context_links_the_first_request() -> None:
-    found = parent_of(get_global_textmap(), {}, {"traceparent": tp()}, claims())
+    found = parent_of(get_global_textmap(), FIELDS, {}, {"traceparent": tp()}, claims())
     assert ids(found.context) == (TRACE, CLIENT_SPAN)
     assert [f"{link.context.span_id:016x}" for link in found.links] == [FIRST_SPAN]
     assert found.first is not None and f"{found.first.span_id:016x}" == FIRST_SPAN
@@ -178,12 +182,12 @@ def test_a_retry_with_context_links_the_first_request() -> None:
     ],
 )
 def test_a_malformed_meta_context_is_passed_over(meta: dict[str, Any]) -> None:
-    found = parent_of(get_global_textmap(), meta, {"traceparent": tp()}, None)
+    found = parent_of(get_global_textmap(), FIELDS, meta, {"traceparent": tp()}, None)
     assert ids(found.context) == (TRACE, CLIENT_SPAN) and found.links == []
 
 
 def test_with_no_context_at_all_the_span_is_a_root() -> None:
-    found = parent_of(get_global_textmap(), {"traceparent": "nonsense"}, {}, {"k": "again"})
+    found = parent_of(get_global_textmap(), FIELDS, {"traceparent": "nonsense"}, {}, {"k": "again"})
     assert not span_of(found.context).is_valid and found.links == []
 
 
@@ -206,12 +210,11 @@ def test_span_names_follow_the_conventions_and_stay_short() -> None:
     assert names.span_name(call("resources/read", uri="file:///a")) == "resources/read"
     assert names.span_name(call(name="x" * 500)) == "tools/call " + "x" * names.MAX_NAME
     assert names.span_name(call("v/" + "m" * 500)) == ("v/" + "m" * 500)[: names.MAX_NAME]
-    attributes = names.call_attributes(call("resources/read", uri="file:///a"))
-    assert attributes == {
-        names.METHOD: "resources/read",
-        names.REQUEST_ID: "7",
-        names.RESOURCE_URI: "file:///a",
-    }
+    # A URI is the client's data: not on the span.
+    attributes = names.call_attributes(call("resources/read", uri="file:///secret?key=k"))
+    assert attributes == {names.METHOD: "resources/read", names.REQUEST_ID: "7"}
+    digest = names.session_digest("upstream-session")
+    assert len(digest) == 32 and "upstream-session" not in digest
 
 
 # ------------------------------------------------------------ the hooks
@@ -315,12 +318,11 @@ async def test_upstream_the_client_span_replaces_the_clients_context(
         names.OPERATION_NAME: "execute_tool",
         names.TOOL_NAME: "greet_me",
         names.PROTOCOL_VERSION: "2025-11-25",
-        names.UPSTREAM_REVISION: "2025-11-25",
         names.CLIENT_REVISION: "2026-07-28",
         names.ROUTE: "/mcp",
         names.PRINCIPAL: "p-digest",
         names.NETWORK_TRANSPORT: "pipe",
-        names.SESSION_ID: "upstream-session",
+        names.SESSION_ID: names.session_digest("upstream-session"),
         names.OUTCOME: "unknown_method",
         names.ERROR_TYPE: "-32601",
         names.STATUS_CODE: "-32601",
