@@ -82,7 +82,11 @@ def start(environ: Mapping[str, str] | None = None) -> bool:
             install=INSTALL_HINT,
         )
         return False
-    spans, shutdown, described = build(environ)
+    try:
+        spans, shutdown, described = build(environ)
+    except Exception as exc:  # a setting the SDK cannot take: say so, serve untraced
+        log.warning("traces not started", error=f"{type(exc).__name__}: {exc}")
+        return False
     tracing.active = spans
     _stop = shutdown
     log.info("traces on", **described)

@@ -32,6 +32,7 @@ from peers.registry import peer, require_installed
 
 from gateway.demo import DemoServer
 from tests.e2e.fake_client import (
+    initialize,
     modern_headers,
     open_session,
     post,
@@ -378,6 +379,62 @@ async def test_a_stdio_upstream_gets_the_trace_in_meta_and_a_retry_without_conte
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     (called,) = [m for m in lines if m.get("method") == "tools/call"]
     assert parent_of(called["params"]["_meta"]["traceparent"]) == (trace_id, c1.span_id)
+
+
+async def test_gateway_stdio_serves_a_stdio_client_as_server_spans_over_a_pipe(
+    receiver: Receiver, demo: RecordingDemo, traced: None
+) -> None:
+    """`gateway stdio`, spawned by a 2025-11-25 stdio client whose context rides in
+    `_meta`: the server span is over a pipe, the upstream hears the client span."""
+    upstream = await demo.start()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "stdio", "--upstream", upstream,
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None
+    trace_id, first = secrets.token_hex(16), secrets.token_hex(8)
+
+    async def say(message: dict[str, Any]) -> None:
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(message).encode() + b"\n")
+        await child.stdin.drain()
+
+    async def answer(id_: int) -> dict[str, Any]:
+        assert child.stdout is not None
+        while True:
+            line = await asyncio.wait_for(child.stdout.readline(), 20.0)
+            assert line, "gateway stdio ended its output"
+            message = json.loads(line)
+            if message.get("id") == id_:
+                return dict(message)
+
+    try:
+        await say(initialize(1))
+        assert (await answer(1))["result"]["protocolVersion"] == "2025-11-25"
+        await say({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        meta = {"traceparent": traceparent(trace_id, first)}
+        await say(request(2, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2},
+                                            "_meta": meta}))  # fmt: skip
+        assert text_of((await answer(2))["result"]) == "3"
+    finally:
+        child.stdin.close()
+        await asyncio.wait_for(child.wait(), 20.0)  # its spans are sent as it exits
+    assert child.returncode == 0
+
+    def called(spans: list[Span]) -> bool:
+        return any(s.name == "tools/call add" and s.kind == "CLIENT" for s in spans)
+
+    await receiver.wait_for(called, SPANS_WITHIN)
+    server = by_parent(receiver.spans, first, "SERVER")
+    assert server is not None and server.trace_id == trace_id and server.name == "tools/call add"
+    assert server.attributes["network.transport"] == "pipe"
+    assert "network.protocol.name" not in server.attributes
+    assert server.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert len(server.attributes["mcp.session.id"]) == 32
+    client = by_parent(receiver.spans, server.span_id, "CLIENT")
+    assert client is not None and client.name == "tools/call add"
+    (called_upstream,) = [seen for seen in demo.seen if seen["method"] == "tools/call"]
+    assert parent_of(called_upstream["meta"]) == (trace_id, client.span_id)
 
 
 def test_with_the_environment_unset_opentelemetry_is_never_imported() -> None:
