@@ -160,13 +160,9 @@ class Spans:
         )
         context = trace.set_span_in_context(span)
         injected = outgoing(self.propagator, context)
-        fields = self.fields
-        meta = {k: v for k, v in call.meta.items() if k not in fields}
-        call = replace(call, meta={**meta, **injected})
+        call = replace(call, meta={**_without(call.meta, self.fields), **injected})
         headers = {**(extra_headers or {}), **injected}
-        forwarded = {k: v for k, v in exchange.forward_headers.items() if k not in fields}
-        ask = _asking(span, exchange.ask) if exchange.ask is not None else None
-        exchange = replace(exchange, forward_headers=forwarded, ask=ask)
+        exchange = self._passed_on(span, exchange, injected)
         with _current(span, context):
             try:
                 outcome = await run(channel, call, exchange, headers, upstream_id)
@@ -175,6 +171,22 @@ class Spans:
                 raise
             _outcome(span, adapter, outcome)
             return outcome
+
+    def _passed_on(self, span: Span, exchange: Exchange, injected: Mapping[str, str]) -> Exchange:
+        """The exchange the upstream request goes out with: its questions recorded on
+        the span; none of the client's own trace context left in the forwarded headers
+        beside the span's (the injected headers replace what they name, the rest goes)."""
+        recording = span.is_recording()
+        forwarded = exchange.forward_headers
+        if any(name in forwarded and name not in injected for name in self.fields):
+            exchange = replace(exchange, forward_headers=_without(forwarded, self.fields))
+        if recording and exchange.ask is not None:
+            exchange = exchange.routed(_asking(span, exchange.ask), exchange.emit)
+        return exchange
+
+
+def _without(mapping: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in names}
 
 
 class _current:

@@ -366,3 +366,38 @@ async def test_a_value_with_is_error_is_a_tool_error(
     (done,) = exporter.get_finished_spans()
     attributes = dict(done.attributes or {})
     assert (attributes[names.OUTCOME], attributes[names.ERROR_TYPE]) == ("value", "tool_error")
+
+
+async def test_an_unsampled_call_still_passes_its_context_on_and_records_nothing() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans = Spans(provider.get_tracer("test"), get_global_textmap())
+    legacy = AdapterSet.default().by_version["2025-11-25"]
+    seen: dict[str, Any] = {}
+
+    async def ask(question: Ask) -> Answer | None:
+        return None
+
+    async def run(
+        chan: Channel, sent: Call, exchange: Exchange, headers: Mapping[str, str] | None, id_: int
+    ) -> Outcome:
+        seen.update(meta=sent.meta, ask=exchange.ask, forwarded=exchange.forward_headers)
+        return Value({})
+
+    exchange = Exchange(
+        call=call(name="x"),
+        route="/mcp",
+        profile=ServerProfile(),
+        forward_headers={"traceparent": tp()},
+        ask=ask,
+    )
+    await spans.upstream(run, Channel(legacy, object(), None), exchange.call, exchange, None, 1)
+    assert exporter.get_finished_spans() == ()
+    flags = int(seen["meta"]["traceparent"].rsplit("-", 1)[1], 16)
+    assert not flags & 1  # not sampled, and the upstream is told so
+    assert seen["ask"] is ask  # no events to record: asked as it was
+    assert seen["forwarded"] == {"traceparent": tp()}  # replaced by the injected header
+    provider.shutdown()
