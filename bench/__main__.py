@@ -97,7 +97,7 @@ def render_tracing(tracing: dict[str, Any]) -> list[str]:
     sink = tracing["sink"]
     lines = [
         "OpenTelemetry traces on (--otel: OTLP/HTTP to a local sink, the SDK's default batching,"
-        " every call sampled) against off, same rounds",
+        f" sampler {tracing['sampler']}) against off, same rounds",
         f"{'path':<40} {'callers':>7} {'CPU off':>7} {'CPU on':>7} {'+us':>6} {'+%':>6} "
         f"{'p50 off':>7} {'p50 on':>7}",
     ]

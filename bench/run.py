@@ -365,11 +365,15 @@ def tracing_cost(bench: Bench, sink: Sink) -> dict[str, Any]:
             mid.proc.stop()
     received = sink.stats()
     per_call = round(received["spans"] / traced_calls, 2) if traced_calls else None
+    sampler = os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    if os.environ.get("OTEL_TRACES_SAMPLER_ARG"):
+        sampler += f" {os.environ['OTEL_TRACES_SAMPLER_ARG']}"
     return {
         "rows": rows,
         "sink": received,
         "traced_calls": traced_calls,
         "spans_per_call": per_call,
+        "sampler": sampler,
     }
 
 
