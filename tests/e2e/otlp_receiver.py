@@ -67,6 +67,7 @@ class Span:
     start_ns: int
     end_ns: int
     service: str
+    instance: str = ""  # the resource's service.instance.id
 
     def event(self, name: str) -> list[Event]:
         return [e for e in self.events if e.name == name]
@@ -111,7 +112,9 @@ class Receiver:
             resource = _attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    self.spans.append(self._span(span, str(resource.get("service.name"))))
+                    found = self._span(span, str(resource.get("service.name")))
+                    found.instance = str(resource.get("service.instance.id", ""))
+                    self.spans.append(found)
         self.requests += 1
         self._changed.set()
         return web.Response(

@@ -48,6 +48,7 @@ ELICIT: dict[str, Any] = {"elicitation": {"form": {}}}
 TOKEN = "Bearer tracing-secret-token-7f3a"
 STDIO_SERVER = "python-1.30.0-server"  # the official Python SDK at 2025-11-25
 SPANS_WITHIN = 20.0
+STATE_KEY = "tracing-test-state-key-0123456789abcdef0123456789"
 
 
 def traceparent(trace_id: str, span_id: str) -> str:
@@ -132,14 +133,21 @@ async def demo() -> AsyncIterator[RecordingDemo]:
 
 
 @pytest.fixture
-async def traced_gateway(traced: None, tmp_path: Path) -> AsyncIterator[Any]:
-    """Starts ``gateway serve`` on a route, traced; stopped (exit 0, clean log) after.
-    Started and stopped in a thread: this loop serves the receiver (and upstream)
-    meanwhile, so the spans flushed at exit arrive."""
+async def traced_gateway(
+    traced: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
+    """Starts ``gateway serve`` on a route (``extra`` flags, ``env`` of its own),
+    traced; stopped (exit 0, clean log) after.  Started and stopped in a thread: this
+    loop serves the receiver (and upstream) meanwhile, so the spans flushed at exit
+    arrive."""
     running: list[Any] = []
 
-    async def start(route: str) -> RunningGateway:
-        manager = gateway(route, tmp_path=tmp_path)
+    async def start(
+        route: str, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> RunningGateway:
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)  # read as the process starts, below
+        manager = gateway(route, extra=extra, tmp_path=tmp_path)
         running.append(manager)
         return await asyncio.to_thread(manager.__enter__)
 
@@ -289,6 +297,60 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     ) as response:
         metrics = await response.text()
     assert f'trace_id="{trace_id}"' in metrics, metrics[-2000:]
+
+
+async def test_a_retry_that_lands_on_another_replica_links_the_first_request(
+    http: aiohttp.ClientSession,
+    receiver: Receiver,
+    demo: RecordingDemo,
+    traced_gateway: Any,
+    tmp_path: Path,
+) -> None:
+    """Two replicas sharing a store and a state key: the retry comes in at B, which
+    relays it to A, where the call is parked; A's span of the retry links the first
+    request's (the sealed state names it, readable on any replica)."""
+    upstream = await demo.start()
+    cluster = ("--cluster", f"file://{tmp_path / 'store'}")
+    replicas = []
+    for name in ("replica-a", "replica-b"):
+        env = {
+            "GATEWAY_STATE_KEY": STATE_KEY,
+            "OTEL_RESOURCE_ATTRIBUTES": f"service.instance.id={name}",
+        }
+        replicas.append(await traced_gateway(f"/mcp={upstream}", extra=cluster, env=env))
+    a, b = replicas
+    trace_id, first, second = secrets.token_hex(16), secrets.token_hex(8), secrets.token_hex(8)
+    headers = {**modern_headers("tools/call", "greet_me"), "Authorization": TOKEN}
+    asked = await post(
+        http,
+        a.url(),
+        modern_call("greet_me", {}, ELICIT, id_=1),
+        {**headers, "traceparent": traceparent(trace_id, first)},
+    )
+    requests, state = input_required(asked)
+    answer = {key: {"action": "accept", "content": {"name": "Bo"}} for key in requests}
+    done = await post(
+        http,
+        b.url(),
+        modern_call("greet_me", {}, ELICIT, id_=2, responses=answer, state=state),
+        {**headers, "traceparent": traceparent(trace_id, second)},
+    )
+    assert text_of(done.result) == "Hello, Bo!"
+
+    def complete(spans: list[Span]) -> bool:
+        return by_parent(spans, first, "SERVER") is not None and (
+            by_parent(spans, second, "SERVER") is not None
+        )
+
+    await receiver.wait_for(complete, SPANS_WITHIN)
+    s1, s2 = by_parent(receiver.spans, first, "SERVER"), by_parent(receiver.spans, second, "SERVER")
+    assert s1 is not None and s2 is not None and s1.trace_id == s2.trace_id == trace_id
+    # Served where the call was parked, though it landed on B.
+    assert (s1.instance, s2.instance) == ("replica-a", "replica-a")
+    assert [(link.span_id, link.attributes) for link in s2.links] == [
+        (s1.span_id, {"gateway.link": "first_request"})
+    ]
+    assert s2.attributes["gateway.outcome"] == "value"
 
 
 async def test_a_session_clients_call_names_its_session_by_digest_only(
