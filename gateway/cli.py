@@ -27,7 +27,7 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__, otel
+from gateway import __version__, otel, tracing
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
@@ -454,6 +454,8 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
             forward_headers=forward,
             principals=Principals(key, tenant_headers(forward)),
         )
+        if tracing.active is not None:  # the finished call's outcome on its span
+            route.observers.append(tracing.active.observe)
         try:
             await run_stdio(route, headers=headers)
         finally:

@@ -490,6 +490,8 @@ async def test_gateway_stdio_serves_a_stdio_client_as_server_spans_over_a_pipe(
     server = by_parent(receiver.spans, first, "SERVER")
     assert server is not None and server.trace_id == trace_id and server.name == "tools/call add"
     assert server.attributes["network.transport"] == "pipe"
+    assert server.attributes["gateway.outcome"] == "value"
+    assert server.attributes["gateway.upstream.protocol_version"] == "2025-11-25"
     assert "network.protocol.name" not in server.attributes
     assert server.attributes["mcp.protocol.version"] == "2025-11-25"
     assert len(server.attributes["mcp.session.id"]) == 32
