@@ -64,7 +64,9 @@ def unsupported(environ: Mapping[str, str]) -> str | None:
 def start(environ: Mapping[str, str] | None = None) -> bool:
     """Start tracing when the environment asks for it (see the module); True when
     started.  What is asked for but cannot be done is a warning, not a failure: an
-    environment that sets ``OTEL_*`` for every container must not stop the gateway."""
+    environment that sets ``OTEL_*`` for every container must not stop the gateway.
+    ``environ`` (the process's by default) decides whether; the SDK reads the rest
+    from the process's own environment."""
     global _stop
     environ = os.environ if environ is None else environ
     if _stop is not None or not requested(environ):
