@@ -244,11 +244,8 @@ class _LaneGauges(Collector):
 
 
 def _parked(route: Route) -> int:
-    counter = getattr(route, "parked_count", None)
-    if counter is None:
-        return 0
     try:
-        return int(counter())
+        return int(route.backend.forwarder.parked_count)
     except Exception:  # a gauge must never break the scrape
         return 0
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, Exchange, ServerProfile
+from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.link import UpstreamLink, Verdict
 
@@ -87,10 +87,6 @@ class Backend:
             return None
         return self._profile
 
-    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The tool ``call`` names as the upstream lists it to the caller (None: none)."""
-        return await self.link.declared_tool(call, exchange)
-
     @property
     def upstream_revision(self) -> str | None:
         """The revision the upstream was found to speak (None until known)."""
@@ -108,9 +104,6 @@ class Backend:
 
     def upstream_sessions(self) -> int:
         return self.link.session_count()
-
-    def parked_count(self) -> int:
-        return self.forwarder.parked_count
 
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a

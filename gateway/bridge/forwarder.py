@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -76,6 +76,9 @@ class Upstream(Protocol):
 
     @property
     def stateless(self) -> bool: ...
+
+    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
+        """The tool ``call`` names as the upstream lists it to the caller (None: not known)."""
 
     async def open(self, exchange: Exchange) -> Failure | None:
         """A client session begins: open its own upstream session."""
@@ -156,6 +159,10 @@ class Forwarder:
                     f"{call.method} is not bridged to this upstream's protocol era",
                 )
             return await hub.listen(call, exchange)
+        if call.param_headers is not None:
+            refused = await self._check_param_headers(call, exchange)
+            if refused is not None:
+                return refused
         if call.state is not None and StateSealer.is_ours(call.state):
             return await self._retry(call, exchange)
         if call.state is not None and not self.upstream.stateless:
@@ -182,6 +189,19 @@ class Forwarder:
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
+
+    async def _check_param_headers(self, call: Call, exchange: Exchange) -> Failure | None:
+        """A tools/call's mirrored argument headers, checked against the tool as the
+        upstream lists it to this caller.  Checked here, not only upstream: the gateway
+        mints the upstream's headers from the arguments, so a client's wrong header
+        would otherwise pass unseen."""
+        tool = await self.upstream.declared_tool(call, exchange)
+        if tool is None:
+            return None  # nothing to check against: the upstream answers the call
+        adapter = adapter_of(call.client)
+        if adapter is None:
+            return None
+        return adapter.check_param_headers(tool, call.params.get("arguments"), call.param_headers)
 
     async def _shared_list(self, call: Call, exchange: Exchange, shared: SharedResults) -> Outcome:
         """A list from the cluster's shared results if a replica fetched it within its

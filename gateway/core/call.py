@@ -120,6 +120,9 @@ class Call:
     progress_token: str | int | None = None
     answers: dict[str, Answer] | None = None
     state: str | None = None
+    # A tools/call's `Mcp-Param-*` headers by lower-case name, which the forwarder
+    # checks against the tool (None: its revision and transport mirror no arguments).
+    param_headers: dict[str, str] | None = None
 
     @property
     def is_notification(self) -> bool:

@@ -67,6 +67,12 @@ class AdapterSet:
     def handshake(self) -> list[Adapter]:
         return [a for a in self.adapters if a.has_handshake]
 
+    def names_stateless(self, version: str | None) -> bool:
+        """An ``MCP-Protocol-Version`` header names a stateless revision of this set
+        (which has no sessions: a GET stream or DELETE is not its to ask)."""
+        adapter = self.by_version.get(version) if version is not None else None
+        return adapter is not None and not adapter.has_handshake
+
     @property
     def default_legacy(self) -> Adapter:
         """For a request that names no revision: the newest that needs no version header."""

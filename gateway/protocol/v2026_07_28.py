@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from gateway.core import (
@@ -395,12 +395,12 @@ class Adapter2026_07_28(Adapter2025_11_25):
     mirrors_params = True
 
     def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
     ) -> Failure | None:
         """Each `Mcp-Param-{Name}` the tool declares: present exactly when its argument
         has a value, well-formed (visible ASCII, or valid `=?base64?...?=`), and equal
-        to that value once decoded.  Other transports carry no such headers."""
-        if preamble.transport != "http" or preamble.http_method != "POST":
+        to that value once decoded.  ``headers`` None: a transport without them."""
+        if headers is None:
             return None
         paths = self.client_param_paths(tool)
         if not paths:
@@ -410,7 +410,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
             value: Any = args
             for key in path:
                 value = value.get(key) if isinstance(value, dict) else None
-            header = preamble.header(f"mcp-param-{name}")
+            header = headers.get(name.lower())
             where = "arguments." + ".".join(path)
             if header is None:
                 if _mirrored(value):

@@ -21,7 +21,7 @@ from gateway.core import (
     SessionView,
 )
 from gateway.core import jsonrpc as rpc
-from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.sessions import Session
 
@@ -79,7 +79,7 @@ def reporter(adapters: AdapterSet, preamble: Preamble) -> Adapter:
     if isinstance(params, dict) and isinstance(params.get("_meta"), dict) and adapters.stateless:
         return adapters.stateless[0]
     if preamble.session is not None:
-        adapter = adapters.by_version.get(preamble.session.protocol_version)
+        adapter = adapter_of(preamble.session)
         if adapter is not None:
             return adapter
     return adapters.default_legacy

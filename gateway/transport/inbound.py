@@ -40,7 +40,7 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import (
     listen_id,
     log_wanted,
@@ -125,6 +125,8 @@ class Runner:
     ) -> None:
         self.route = route
         self.adapters = route.adapters
+        # The route's forwarder, which runs what this transport lets in.
+        self.forwarder = route.backend.forwarder
         self.sessions = sessions
         self._push = push
         self.streams_open = streams_open
@@ -155,20 +157,21 @@ class Runner:
 
     # ----------------------------------------------------------- sessions
 
-    def session_adapter(self, session: Session | None) -> Adapter | None:
-        if session is None:
-            return None
-        return self.adapters.by_version.get(session.view.protocol_version)
+    @staticmethod
+    def session_adapter(session: Session | None) -> Adapter | None:
+        """The adapter of the revision the session negotiated (kept with it)."""
+        return adapter_of(session.view) if session is not None else None
 
     def open_session(
         self,
-        version: str,
+        adapter: Adapter,
         principal: str,
         capabilities: dict[str, Any] | None = None,
         info: dict[str, Any] | None = None,
     ) -> Session:
         """A new downstream session (the handshake, or an HTTP+SSE stream opening)."""
-        session = self.sessions.create(version, principal, capabilities, info)
+        version = adapter.version
+        session = self.sessions.create(version, principal, capabilities, info, adapter)
         session.stream_open = self.streams_open
         return session
 
@@ -183,7 +186,7 @@ class Runner:
     def stream_opened(self, session: Session, on: bool) -> None:
         """The session's standalone stream opened (or closed): list changes follow it."""
         session.stream_open = on
-        hub = self.route.forwarder.subscriptions
+        hub = self.forwarder.subscriptions
         if hub is not None:
             hub.want_lists(session.id, on)
 
@@ -202,11 +205,12 @@ class Runner:
             client = call.client
             if session is None:
                 session = self.open_session(
-                    arrival.adapter.version, arrival.principal, client.capabilities, client.info
+                    arrival.adapter, arrival.principal, client.capabilities, client.info
                 )
                 arrival.session = session
             else:
                 session.view.protocol_version = arrival.adapter.version
+                session.view.adapter = arrival.adapter
                 session.view.capabilities = dict(client.capabilities)
                 session.view.info = client.info
             self._mirror(arrival, session, call, profile)
@@ -244,7 +248,7 @@ class Runner:
             carries_asks=adapter.asks_in_arguments,
         )
         ending = self._exchange(arrival, profile, call, None)
-        forwarder = self.route.forwarder
+        forwarder = self.forwarder
 
         def end() -> None:
             self.spawn(forwarder.end_session(ending))
@@ -256,7 +260,7 @@ class Runner:
     ) -> None:
         """The session hears the upstream's change notifications (in its own revision,
         on its standalone stream while that is open) until it ends."""
-        hub = self.route.forwarder.subscriptions
+        hub = self.forwarder.subscriptions
         if hub is None:
             return
 
@@ -316,7 +320,7 @@ class Runner:
             if isinstance(profile, Failure):
                 log.info("notification not forwarded", method=call.method, error=profile.message)
                 return
-            await self.route.forwarder.handle(call, self._exchange(arrival, profile, call, send))
+            await self.forwarder.handle(call, self._exchange(arrival, profile, call, send))
         except Exception:  # a notification has nobody to tell; log and move on
             log.exception("notification failed", method=call.method)
         finally:
@@ -365,14 +369,14 @@ class Runner:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            refused = await self._check_param_headers(arrival, call, exchange)
-            outcome = refused or await self._handle(arrival, call, exchange)
+            outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
+        versions = profile.versions  # the first is the upstream's revision
         observe(
             self.route.observers,
             self.route.path,
-            self.route.backend.upstream_revision,
+            versions[0] if versions else self.route.backend.upstream_revision,
             call,
             adapter,
             outcome,
@@ -402,24 +406,6 @@ class Runner:
         replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
-    async def _check_param_headers(
-        self, arrival: Arrival, call: Call, exchange: Exchange
-    ) -> Failure | None:
-        """A tools/call's mirrored argument headers, checked against the tool as the
-        upstream lists it to this caller (only revisions that mirror them, on HTTP).
-        Checked here, not only upstream: the gateway mints the upstream's headers from
-        the arguments, so a client's wrong header would otherwise pass unseen."""
-        adapter = arrival.adapter
-        if call.operation is not Operation.TOOLS_CALL or not adapter.mirrors_params:
-            return None
-        if arrival.preamble.transport != "http" or call.name is None:
-            return None
-        tool = await self.route.backend.declared_tool(call, exchange)
-        if tool is None:
-            return None  # nothing to check against: the upstream answers the call
-        arguments = call.params.get("arguments")
-        return adapter.check_param_headers(tool, arguments, arrival.preamble)
-
     async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
         """Run the call as a task of its own, which the client's cancellation can stop
         (where a cancelled call is still answered; elsewhere the transport registers
@@ -428,8 +414,8 @@ class Runner:
         listen = call.operation is Operation.LISTEN
         if not listen and (running is None or call.id is None):
             # Nothing can cancel it on its own: no task of its own either.
-            return await _outcome(self.route.forwarder.handle(call, exchange))
-        task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
+            return await _outcome(self.forwarder.handle(call, exchange))
+        task = asyncio.ensure_future(self.forwarder.handle(call, exchange))
         if running is not None and call.id is not None:
             running[call.id] = task
         if listen:

@@ -31,7 +31,7 @@ import orjson
 from gateway.auth.front import RequestView
 from gateway.core import Failure, FailureKind, Operation, Preamble
 from gateway.core.limits import MAX_DEPTH, too_deep
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import first_id, is_initialize, reporter
 from gateway.transport.inbound import Arrival, Runner, Running, Send
 from gateway.transport.sessions import Session
@@ -213,7 +213,7 @@ class Pipeline(Runner):
             and session.view.protocol_version != selected.version
             and not is_initialize(body)
         ):
-            return self.adapters.by_version.get(session.view.protocol_version, selected)
+            return adapter_of(session.view) or selected
         return selected
 
     def accept(

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
-from gateway.bridge.forwarder import Forwarder
 from gateway.bridge.principal import Principals
 from gateway.core import ServerProfile
 from gateway.core.quota import Quota
@@ -74,13 +73,6 @@ class Route:
         )
     )
 
-    @property
-    def forwarder(self) -> Forwarder:
-        return self.backend.forwarder
-
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
         """What the upstream offers, with the route's caching hints (raises Failure)."""
         return await self.backend.profile(principal, headers)
-
-    def parked_count(self) -> int:
-        return self.backend.parked_count()

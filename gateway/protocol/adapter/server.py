@@ -9,7 +9,7 @@ is a decode hook: it reads the calling client, so it lives here, not in client.p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -200,9 +200,12 @@ class AdapterServerRole(Projection):
         client.adapter = self  # decided once, at selection: it travels with the call
         params, answers, state = self.answers_for(operation, params)
         params, meta, progress_token = self.actions_for(operation, params)
-        return self.build_call(
+        call = self.build_call(
             id_, operation, method, params, client, meta, progress_token, answers, state
         )
+        if self.mirrors_params and operation is Operation.TOOLS_CALL:
+            call.param_headers = self.param_headers_of(preamble)
+        return call
 
     # ---- pipeline hooks
 
@@ -520,8 +523,16 @@ class AdapterServerRole(Projection):
                 )
         return None
 
+    def param_headers_of(self, preamble: Preamble) -> dict[str, str] | None:
+        """The `Mcp-Param-*` headers of a Streamable HTTP POST, by lower-case name
+        after the prefix (None: another transport, which carries no such headers)."""
+        if preamble.transport != "http" or preamble.http_method != "POST":
+            return None
+        prefix = len("mcp-param-")
+        return {k[prefix:]: v for k, v in preamble.headers.items() if k.startswith("mcp-param-")}
+
     def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
     ) -> Failure | None:
         """A tools/call's `Mcp-Param-*` headers against the called tool's declared
         header parameters and the body's arguments: none before the stateless era."""
