@@ -542,7 +542,9 @@ class Gateway:
 
     def _owned_work(self) -> int:
         """What a draining cluster member waits for: calls in flight and parked calls."""
-        return self.in_flight() + sum(e.route.backend.forwarder.parked_count for e in self.endpoints)
+        return self.in_flight() + sum(
+            e.route.backend.forwarder.parked_count for e in self.endpoints
+        )
 
     async def _release(self) -> None:
         if self.cluster is not None:

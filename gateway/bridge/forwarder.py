@@ -137,7 +137,7 @@ class Forwarder:
             return self._discover(call, exchange.profile)
         if op is Operation.CANCELLED:
             return Value({})  # cancellation reaches the upstream through the closed call
-        if call.is_notification:
+        if call.id is None:  # a notification
             return await self._notification(call, exchange)
         subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
         hub = self.subscriptions

@@ -112,7 +112,7 @@ class AdapterSet:
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         per_request = self.named_version(message)
-        header = preamble.header("mcp-protocol-version")
+        header = preamble.headers.get("mcp-protocol-version")
         if per_request is not None:
             adapter = self.by_version.get(per_request)
             if adapter is None or adapter.has_handshake:

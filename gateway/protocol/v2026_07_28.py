@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from gateway.core import (
     CACHEABLE,
     MAY_ASK,
+    NOTIFICATIONS,
     Answer,
     Ask,
     AskKind,
@@ -58,10 +59,11 @@ LIST_KEYS = {
 }
 URIS_KEY = "resourceSubscriptions"
 # Requests whose Mcp-Name header mirrors a body field.
+# The params field that `Mcp-Name` mirrors, by method.
 NAMED = {
-    Operation.TOOLS_CALL: "name",
-    Operation.PROMPTS_GET: "name",
-    Operation.RESOURCES_READ: "uri",
+    Operation.TOOLS_CALL.value: "name",
+    Operation.PROMPTS_GET.value: "name",
+    Operation.RESOURCES_READ.value: "uri",
 }
 
 
@@ -158,7 +160,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def check_params(
         self, operation: Operation, params: dict[str, Any], preamble: Preamble
     ) -> Failure | None:
-        if operation.is_notification or rpc.is_notification(preamble.body):
+        if operation in NOTIFICATIONS or rpc.is_notification(preamble.body):
             return None  # notification `_meta` is optional (vendor notifications too)
         responses = params.get("inputResponses")
         if responses is not None and not (
@@ -275,7 +277,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         result: dict[str, Any] = {"resultType": "input_required"}
         if outcome.asks:
             result["inputRequests"] = {
-                key: {"method": ask.method, "params": self.project_ask_params(ask)}
+                key: {"method": ask.kind.value, "params": self.project_ask_params(ask)}
                 for key, ask in outcome.asks.items()
             }
         if outcome.state is not None:
@@ -286,7 +288,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     def _project_input_request(self, request: Any) -> Any:
         """A task's input request as this revision's input requests look."""
-        kind = AskKind.for_method(str(request.get("method"))) if isinstance(request, dict) else None
+        kind = AskKind.for_method(request.get("method")) if isinstance(request, dict) else None
         params = request.get("params") if isinstance(request, dict) else None
         if kind is None or not isinstance(params, dict):
             return request
@@ -365,7 +367,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         body = preamble.body
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             return None  # the decoder reports what is wrong with the body itself
-        header_version = preamble.header("mcp-protocol-version")
+        header_version = preamble.headers.get("mcp-protocol-version")
         # Any JSON value may arrive as params: the decoder refuses a non-object one.
         raw = body.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -377,14 +379,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
             return _mismatch("MCP-Protocol-Version does not match _meta protocolVersion")
         if body.get("id") is None:
             return None  # headers on notifications are not defined
-        method_header = preamble.header("mcp-method")
+        method_header = preamble.headers.get("mcp-method")
         if method_header is None:
             return _mismatch("the Mcp-Method header is required")
         if method_header != body["method"]:
             return _mismatch("Mcp-Method does not match the body's method")
-        field = NAMED.get(Operation.for_method(body["method"]))
+        field = NAMED.get(method_header)
         if field is not None:
-            name_header = preamble.header("mcp-name")
+            name_header = preamble.headers.get("mcp-name")
             value = params.get(field)
             if name_header is None:
                 return _mismatch("the Mcp-Name header is required")
@@ -440,7 +442,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         else:
             return headers
         headers["Mcp-Method"] = method
-        field = NAMED.get(Operation.for_method(method))
+        field = NAMED.get(method)
         value = params.get(field) if field else None
         if isinstance(value, str):
             headers["Mcp-Name"] = encode_header_value(value)
@@ -478,7 +480,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         for key, request in requests.items():
             if not isinstance(request, dict):
                 continue
-            kind = AskKind.for_method(str(request.get("method")))
+            kind = AskKind.for_method(request.get("method"))
             params = request.get("params")
             if kind is not None:
                 asks[str(key)] = Ask(kind, dict(params) if isinstance(params, dict) else {})

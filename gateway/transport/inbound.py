@@ -94,7 +94,7 @@ class Arrival:
     # Sorted out once (``items`` never changes): the transports ask several times.
     @cached_property
     def requests(self) -> list[Call]:
-        return [i for i in self.items if isinstance(i, Call) and not i.is_notification]
+        return [i for i in self.items if isinstance(i, Call) and i.id is not None]
 
     @cached_property
     def failures(self) -> list[DecodeFailure]:
@@ -294,7 +294,7 @@ class Runner:
             if isinstance(item, ClientReply):
                 if session is None or not session.resolve(item.id, item.answer):
                     log.info("dropping a reply to no pending request", id=item.id)
-            elif isinstance(item, Call) and item.is_notification:
+            elif isinstance(item, Call) and item.id is None:
                 if item.operation is Operation.INITIALIZED:
                     if session is not None:
                         session.view.initialized = True

@@ -177,7 +177,7 @@ class Unsolicited:
         downstream = session.downstream
         if downstream is not None:
             return self._calls.answer_request(session.adapter, message, downstream.ask)
-        kind = AskKind.for_method(str(message.get("method")))
+        kind = AskKind.for_method(message.get("method"))
         if kind is not None and session.gateways_own:
             # It declared no capability; nobody could answer a question held there.
             return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))
@@ -204,7 +204,7 @@ class Unsolicited:
         self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """A pooled session's question waits (queued now) for the pool's next call."""
-        kind = AskKind.for_method(str(message.get("method")))
+        kind = AskKind.for_method(message.get("method"))
         assert kind is not None
         if len(session.held) >= MAX_HELD:
             return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))

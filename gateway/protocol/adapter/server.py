@@ -16,6 +16,8 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from gateway.core import (
+    NOTIFICATIONS,
+    OPERATIONS,
     Answer,
     Ask,
     AskKind,
@@ -170,15 +172,16 @@ class AdapterServerRole(Projection):
         if "method" not in message:
             return ClientReply(message["id"], Answer.from_response(message))
         method = str(message["method"])
-        operation = Operation.for_method(method)
+        operation = OPERATIONS.get(method, Operation.OTHER)
         if operation is not Operation.OTHER and operation not in self.methods:
             return DecodeFailure(
                 id_,
                 Failure(FailureKind.UNKNOWN_METHOD, f"Method not found: {method}"),
                 method,
             )
-        if operation.is_notification != ("id" not in message) and operation is not Operation.OTHER:
-            kind = "a notification" if operation.is_notification else "a request"
+        notification = operation in NOTIFICATIONS
+        if notification != ("id" not in message) and operation is not Operation.OTHER:
+            kind = "a notification" if notification else "a request"
             return DecodeFailure(
                 id_, Failure(FailureKind.INVALID_REQUEST, f"{method} must be {kind}"), method
             )
@@ -506,13 +509,13 @@ class AdapterServerRole(Projection):
         """The headers a Streamable HTTP POST of this revision must carry."""
         if preamble.http_method != "POST":
             return None
-        content_type = (preamble.header("content-type") or "").split(";")[0].strip().lower()
+        content_type = (preamble.headers.get("content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return Failure(
                 FailureKind.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"
             )
         if preamble.transport == "http":
-            accept = (preamble.header("accept") or "").lower()
+            accept = (preamble.headers.get("accept") or "").lower()
             wildcard = "*/*" in accept
             if not wildcard and (
                 "application/json" not in accept or "text/event-stream" not in accept
