@@ -173,7 +173,7 @@ class Forwarder:
                 FailureKind.INVALID_PARAMS,
                 "requestState was not issued by this gateway; call again without it",
             )
-        if self.tasks.applies(call, exchange.profile):
+        if call.client.tasks and self.tasks.applies(call, exchange.profile):
             if op is Operation.TASKS_GET:
                 return await self.tasks.get(call, exchange)
             if op is Operation.TASKS_CANCEL:

@@ -97,6 +97,9 @@ class ClientContext:
     info: dict[str, Any] | None = None
     log_level: str | None = None
     adapter: object = None
+    # The client asks for its tools to run as tasks (the tasks extension): decided
+    # once, at decode, by its adapter.
+    tasks: bool = False
 
 
 @dataclass(slots=True)

@@ -44,7 +44,6 @@ from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import (
     listen_id,
     log_wanted,
-    observe,
     push_asker,
     wanted,
 )
@@ -142,7 +141,7 @@ class Runner:
     async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
         """What the upstream offers, asked once per message (a Failure when it is not there)."""
         if arrival._profile is None:
-            known = self.route.backend.known_profile()
+            known = self.route.backend.known
             if known is not None:
                 return known  # the usual case: no task to share a lookup
             arrival._profile = asyncio.ensure_future(
@@ -372,16 +371,8 @@ class Runner:
             outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
-        versions = profile.versions  # the first is the upstream's revision
-        observe(
-            self.route.observers,
-            self.route.path,
-            versions[0] if versions else self.route.backend.upstream_revision,
-            call,
-            adapter,
-            outcome,
-            started,
-        )
+        if self.route.observers:
+            self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)
         failed = isinstance(outcome, Failure)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
@@ -392,6 +383,25 @@ class Runner:
             status,
             dict(outcome.headers) if isinstance(outcome, Failure) and failed else {},
         )
+
+    def _observe(
+        self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float
+    ) -> None:
+        """Tell the route's observers (log, metrics) about one finished call."""
+        versions = profile.versions  # the first is the upstream's revision
+        outcome_name = (
+            outcome.kind.value if isinstance(outcome, Failure) else type(outcome).__name__.lower()
+        )
+        record = {
+            "route": self.route.path,
+            "method": call.method,
+            "client_revision": adapter.version,
+            "upstream_revision": versions[0] if versions else self.route.backend.upstream_revision,
+            "outcome": outcome_name,
+            "duration_ms": round((time.perf_counter() - at) * 1000, 3),
+        }
+        for observer in self.route.observers:
+            observer(record)
 
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None

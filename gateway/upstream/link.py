@@ -86,6 +86,8 @@ class UpstreamLink:
                 listen_named=listen_named,
             )
         self.verdict: Verdict | None = None
+        # Told whenever the verdict changes (the backend drops the profile it cached).
+        self.verdict_changed: Callable[[], None] | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).
         self._digests: dict[tuple[Adapter, bytes], str] = {}
         # Told of each verdict this replica's own probe reaches (the cluster shares it).
@@ -119,24 +121,26 @@ class UpstreamLink:
         if self.verdict is not None:
             return self.verdict
         async with self._probe_lock:
-            if self.verdict is None:
-                handshake = partial(self._first_session, headers)
-                self.verdict = await self._probe.run(headers, handshake)
-                log.info(
-                    "upstream era detected",
-                    upstream=self.settings.url,
-                    revision=self.verdict.adapter.version,
-                    transport=self.verdict.transport,
-                    stateless=not self.verdict.adapter.has_handshake,
-                )
-                if self.on_verdict is not None:
-                    self.on_verdict(self.verdict)
-            return self.verdict
+            if self.verdict is not None:
+                return self.verdict
+            handshake = partial(self._first_session, headers)
+            verdict = await self._probe.run(headers, handshake)
+            self._set_verdict(verdict)
+            log.info(
+                "upstream era detected",
+                upstream=self.settings.url,
+                revision=verdict.adapter.version,
+                transport=verdict.transport,
+                stateless=not verdict.adapter.has_handshake,
+            )
+            if self.on_verdict is not None:
+                self.on_verdict(verdict)
+            return verdict
 
     def adopt(self, verdict: Verdict) -> None:
         """A verdict known elsewhere (another replica's probe): no probe here."""
         if self.verdict is None:
-            self.verdict = verdict
+            self._set_verdict(verdict)
 
     @property
     def stateless(self) -> bool:
@@ -145,8 +149,13 @@ class UpstreamLink:
 
     def forget(self) -> None:
         """The verdict stopped holding: probe again on the next call."""
-        self.verdict = None
+        self._set_verdict(None)
         self._tools.reset()
+
+    def _set_verdict(self, verdict: Verdict | None) -> None:
+        self.verdict = verdict
+        if self.verdict_changed is not None:
+            self.verdict_changed()
 
     async def _first_session(
         self, headers: Mapping[str, str], transport: str, pinned: Adapter | None
@@ -367,8 +376,8 @@ class UpstreamLink:
         on a session of the gateway's own (:meth:`_own_read`), since on the caller's
         session the read would go first and hear questions meant for the client's
         call (server-filesystem's `roots/list` on `initialized`)."""
-        name = call.name
-        if name is None:
+        name = call.params.get("name")  # a tools/call's: the tool
+        if not isinstance(name, str):
             return None
         verdict = self.verdict
         if verdict is None:

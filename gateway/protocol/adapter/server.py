@@ -201,6 +201,7 @@ class AdapterServerRole(Projection):
             return DecodeFailure(id_, failure, method)
         client = self.client_info_for(operation, params, preamble)
         client.adapter = self  # decided once, at selection: it travels with the call
+        client.tasks = self.runs_client_tasks(client.capabilities)
         params, answers, state = self.answers_for(operation, params)
         params, meta, progress_token = self.actions_for(operation, params)
         call = self.build_call(
