@@ -20,7 +20,7 @@ from aiohttp import web
 
 from gateway.auth.front import RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
 from gateway.transport.pipeline import Pipeline, Refusal
@@ -177,8 +177,10 @@ class Endpoint:
 
     def _log_of(self, session: Session | None) -> EventLog | None:
         """The session's log of resumable SSE events (None: its revision has none)."""
-        adapter = self.pipeline.session_adapter(session)
-        if session is None or adapter is None or not adapter.resumable_streams:
+        if session is None:
+            return None
+        adapter = adapter_of(session.view)
+        if adapter is None or not adapter.resumable_streams:
             return None
         log = self._logs.get(session.id)
         if log is None:

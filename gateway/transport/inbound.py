@@ -18,7 +18,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import structlog
@@ -83,21 +82,16 @@ class Arrival:
     forwarded: dict[str, str]
     session: Session | None
     running: Running | None
+    # Sorted out once from ``items`` (which never changes): its requests, and what
+    # did not decode.
+    requests: list[Call] = field(default_factory=list)
+    failures: list[DecodeFailure] = field(default_factory=list)
     # The route's last word on a failure (e.g. an upstream 401 pointed at the
     # gateway's own metadata), before it is encoded.
     vet_failure: Callable[[Failure], Failure] | None = None
     # The handshake opened (or renewed) the session.
     opened: bool = False
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
-
-    # Sorted out once (``items`` never changes): the transports ask several times.
-    @cached_property
-    def requests(self) -> list[Call]:
-        return [i for i in self.items if isinstance(i, Call) and i.id is not None]
-
-    @cached_property
-    def failures(self) -> list[DecodeFailure]:
-        return [i for i in self.items if isinstance(i, DecodeFailure)]
 
 
 class Runner:
