@@ -42,6 +42,9 @@ class Preamble:
     parse_error: str | None = None
     peer: str = ""
     session_id: str | None = None
+    # The revision the message names for itself (a stateless revision's `_meta`), read once
+    # when its adapter is selected.
+    named_version: str | None = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())

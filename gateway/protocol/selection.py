@@ -111,7 +111,7 @@ class AdapterSet:
         message: dict[str, Any] = first if isinstance(first, dict) else {}
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-        per_request = self.named_version(message)
+        per_request = preamble.named_version = self.named_version(message)
         header = preamble.headers.get("mcp-protocol-version")
         if per_request is not None:
             adapter = self.by_version.get(per_request)

@@ -371,8 +371,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         # Any JSON value may arrive as params: the decoder refuses a non-object one.
         raw = body.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        meta = params.get("_meta")
-        meta_version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        meta_version = preamble.named_version  # as selection read it from `_meta`
         if header_version is None:
             return _mismatch("the MCP-Protocol-Version header is required")
         if meta_version is not None and header_version != meta_version:

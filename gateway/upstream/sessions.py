@@ -418,7 +418,8 @@ class SessionPool:
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            await self.unsolicited.ask_held(session, exchange)
+            if session.held:  # questions it asked off any call, kept for a client
+                await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.run(session, call, exchange)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")

@@ -223,7 +223,10 @@ def http(
     method: str = "POST",
     transport: str = "http",
 ) -> Preamble:
-    return Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    preamble = Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    # As selection leaves it: the revision the body names for itself, read once.
+    preamble.named_version = SET.named_version(body) if isinstance(body, dict) else None
+    return preamble
 
 
 def modern_headers(method: str = "tools/list", name: str | None = None) -> dict[str, str]:
