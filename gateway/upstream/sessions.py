@@ -185,7 +185,7 @@ class SessionPool:
         return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
 
     def _idle(self, session: UpstreamSession) -> bool:
-        busy = session.inflight.calls or session.held
+        busy = session.inflight.calls or len(session.held)
         return not busy and not self.watched(session.key or "")
 
     async def _make_room(self, principal: str) -> None:
@@ -255,9 +255,7 @@ class SessionPool:
         session.closed = True
         if session.listener is not None:
             session.listener.cancel()
-        for _, future in session.held:
-            if not future.done():
-                future.cancel()
+        session.held.cancel_all()
         try:
             if session.session_id is not None and self.settings.end_sessions:
                 await self._calls.notices_sent(NOTICE_GRACE)
