@@ -59,6 +59,10 @@ SESSION_OPERATIONS = frozenset(
         Operation.ROOTS_LIST_CHANGED,
     }
 )
+# Bridged across eras where the upstream's differ (subscriptions and listens).
+SUBSCRIBING = frozenset(
+    {Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE, Operation.LISTEN}
+)
 # How long to wait for another ask once one arrived, so that questions a server asks
 # together reach a stateless client as one round (seconds).
 DEFAULT_ASK_SETTLE = 0.05
@@ -139,26 +143,10 @@ class Forwarder:
             return Value({})  # cancellation reaches the upstream through the closed call
         if call.id is None:  # a notification
             return await self._notification(call, exchange)
-        subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
-        hub = self.subscriptions
-        if op in subscription:
-            session = exchange.session
-            if hub is not None and session is not None and session.id in hub:
-                if op is Operation.RESOURCES_SUBSCRIBE:
-                    return await hub.subscribe(session.id, call, exchange)
-                return await hub.unsubscribe(session.id, call, exchange)
-            if self.upstream.stateless:
-                return Failure(
-                    FailureKind.UNKNOWN_METHOD,
-                    f"{call.method} needs a session with a stream to deliver updates on",
-                )
-        if op is Operation.LISTEN and not self.upstream.stateless:
-            if hub is None:
-                return Failure(
-                    FailureKind.UNKNOWN_METHOD,
-                    f"{call.method} is not bridged to this upstream's protocol era",
-                )
-            return await hub.listen(call, exchange)
+        if op in SUBSCRIBING:
+            bridged = await self._subscribing(call, exchange)
+            if bridged is not None:
+                return bridged
         if call.param_headers is not None:
             refused = await self._check_param_headers(call, exchange)
             if refused is not None:
@@ -189,6 +177,31 @@ class Forwarder:
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
+
+    async def _subscribing(self, call: Call, exchange: Exchange) -> Outcome | None:
+        """Subscriptions and listens, bridged across eras where the upstream's differ
+        (None: the upstream takes the call as it is)."""
+        op, hub, stateless = call.operation, self.subscriptions, self.upstream.stateless
+        if op is Operation.LISTEN:
+            if stateless:
+                return None
+            if hub is None:
+                return Failure(
+                    FailureKind.UNKNOWN_METHOD,
+                    f"{call.method} is not bridged to this upstream's protocol era",
+                )
+            return await hub.listen(call, exchange)
+        session = exchange.session
+        if hub is not None and session is not None and session.id in hub:
+            if op is Operation.RESOURCES_SUBSCRIBE:
+                return await hub.subscribe(session.id, call, exchange)
+            return await hub.unsubscribe(session.id, call, exchange)
+        if stateless:
+            return Failure(
+                FailureKind.UNKNOWN_METHOD,
+                f"{call.method} needs a session with a stream to deliver updates on",
+            )
+        return None
 
     async def _check_param_headers(self, call: Call, exchange: Exchange) -> Failure | None:
         """A tools/call's mirrored argument headers, checked against the tool as the

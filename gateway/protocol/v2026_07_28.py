@@ -59,8 +59,7 @@ LIST_KEYS = {
 }
 URIS_KEY = "resourceSubscriptions"
 # Requests whose Mcp-Name header mirrors a body field.
-# The params field that `Mcp-Name` mirrors, by method.
-NAMED = {
+NAMED = {  # the params field that `Mcp-Name` mirrors, by method
     Operation.TOOLS_CALL.value: "name",
     Operation.PROMPTS_GET.value: "name",
     Operation.RESOURCES_READ.value: "uri",
