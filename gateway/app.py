@@ -47,9 +47,11 @@ from gateway.lifecycle import (
 )
 from gateway.observability import Metrics, log_call, trace_ids
 from gateway.ops import OPS_PATHS, Ops
+from gateway.policy import Exposure, Rate, RateLimiter, RoutePolicy, Rule
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
+    RATE_OFF,
     ROUTE_OPTIONS,
     RouteSpec,
     Settings,
@@ -283,6 +285,7 @@ class Gateway:
         for spec in self.specs:
             route = self._route(spec, loopback)
             route.auth = self._route_auth(spec, fetcher)
+            route.policy = self._policy(spec)
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
@@ -366,6 +369,34 @@ class Gateway:
             # Public list results: one replica's fetch serves the others within ttlMs.
             backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return backend
+
+    def _policy(self, spec: RouteSpec) -> RoutePolicy | None:
+        """What the route exposes and its rate limits (None: neither is configured, and
+        its calls never enter gateway/policy)."""
+        exposure = Exposure(
+            *(
+                Rule.parse(rule) if rule else None
+                for rule in (spec.tools, spec.prompts, spec.resources)
+            )
+        )
+        limits = self.limits
+        rate = _rate(spec.rate, spec.burst, limits.rate, limits.burst)
+        tool_rate = _rate(spec.tool_rate, spec.tool_burst, limits.tool_rate, limits.tool_burst)
+        limiter = None
+        if rate is not None or tool_rate is not None:
+            fallback = spec.rate_fallback or limits.rate_fallback
+            limiter = RateLimiter(
+                spec.path,
+                rate,
+                tool_rate,
+                fallback="closed" if fallback == "closed" else "open",
+                shared=self.cluster.store if self.cluster is not None else None,
+            )
+        policy = RoutePolicy(spec.path, exposure, limiter)
+        if not policy:
+            return None
+        policy.refused.append(self.metrics.refused)
+        return policy
 
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
         """The route's OAuth side: transparent for an HTTP upstream, or the gateway
@@ -604,6 +635,17 @@ class Gateway:
             self.work.draining = True
             await self.cluster.drain(self.drain_timeout, self._owned_work)
         await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
+
+
+def _rate(
+    given: str | None, burst: int | None, default: str | None, default_burst: int | None
+) -> Rate | None:
+    """A route's rate: its own (``off``: none), else the gateway-wide one."""
+    if given is None:
+        given, burst = default, burst if burst is not None else default_burst
+    if given is None or given.strip().lower() == RATE_OFF:
+        return None
+    return Rate.parse(given, burst)
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

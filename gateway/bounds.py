@@ -47,6 +47,12 @@ class Limits:
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
     fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
+    # Rate limits of routes that set none of their own (see gateway/policy).
+    rate: str | None = None
+    burst: int | None = None
+    tool_rate: str | None = None
+    tool_burst: int | None = None
+    rate_fallback: str = "open"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:

@@ -277,6 +277,13 @@ class Metrics:
             labels,
             registry=self.registry,
         )
+        self.policy_refusals = Counter(
+            "gateway_policy_refusals",
+            "Calls a route's policy refused, by route and reason (hidden: not exposed; "
+            "rate, tool_rate: over a rate limit; store_down: limits uncheckable, fail closed).",
+            ["route", "reason"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "gateway_request_duration_seconds",
             "Call latency through the gateway, by route and revision pair.",
@@ -328,6 +335,11 @@ class Metrics:
         duration = record.get("duration_ms")
         if isinstance(duration, int | float):
             timed.observe(duration / 1000)
+
+    def refused(self, route: str, reason: str) -> None:
+        """A route policy's observer: one refusal counted (the reasons are the
+        policy's own few words, the routes the configured ones: bounded labels)."""
+        self.policy_refusals.labels(route, reason).inc()
 
     def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
         """Bounded: unknown methods all share the ``other`` label, not their own entry."""

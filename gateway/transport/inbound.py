@@ -15,6 +15,7 @@ this class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -362,7 +363,12 @@ class Runner:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            outcome = await self._handle(arrival, call, exchange)
+            policy = self.route.policy
+            if policy is not None:  # exposure and rate limits, then the call (or its pages)
+                handle = functools.partial(self._handle, arrival, exchange=exchange)
+                outcome = await policy.run(call, arrival.principal, handle)
+            else:
+                outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.vet_failure is not None:
             outcome = arrival.vet_failure(outcome)
         if self.route.observers:
