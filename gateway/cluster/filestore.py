@@ -144,9 +144,9 @@ class FileStore:
             for fd in fds.values():
                 os.close(fd)  # and with it the lock
 
-    def _sweep_buckets(self) -> None:
+    def _sweep_buckets(self, now: float | None = None) -> None:
         """Buckets full again are forgotten; past MAX_BUCKETS, the least recently used."""
-        now = time.time()
+        now = time.time() if now is None else now
         kept = []
         for path in (self.root / "buckets").iterdir():
             with contextlib.suppress(OSError, ValueError, TypeError):
