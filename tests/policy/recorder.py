@@ -3,8 +3,9 @@
 The gateway is pointed at the recorder, the recorder at the upstream.  Every
 request is forwarded as it came (hop-by-hop headers dropped) and its answer
 streamed back chunk by chunk (SSE too); every JSON-RPC request in a POST body is
-noted as ``(method, name or uri)``.  It runs on a loop of its own in a thread,
-on a port it binds itself (port 0, read back).
+noted as ``(method, name or uri, the Authorization header it came with)``.  It
+runs on a loop of its own in a thread, on a port it binds itself (port 0, read
+back).
 """
 
 from __future__ import annotations
@@ -39,16 +40,21 @@ START_TIMEOUT = 10.0
 class Recorder:
     def __init__(self, target: str) -> None:
         self.target = target.rstrip("/")
-        self.seen: list[tuple[str, Any]] = []
+        self.seen: list[tuple[str, Any, str | None]] = []
         self.url = ""
         self._lock = threading.Lock()
 
-    def calls(self, method: str) -> list[Any]:
-        """The names (or URIs) of every ``method`` request the upstream was sent."""
+    def calls(self, method: str, authorization: str | None = None) -> list[Any]:
+        """The names (or URIs) of every ``method`` request the upstream was sent (with
+        ``authorization``: by that caller only)."""
         with self._lock:
-            return [name for seen, name in self.seen if seen == method]
+            return [
+                name
+                for seen, name, caller in self.seen
+                if seen == method and (authorization is None or caller == authorization)
+            ]
 
-    def _note(self, body: bytes) -> None:
+    def _note(self, body: bytes, authorization: str | None) -> None:
         try:
             message = json.loads(body)
         except ValueError:
@@ -57,13 +63,14 @@ class Recorder:
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 params = item.get("params") if isinstance(item.get("params"), dict) else {}
                 with self._lock:
-                    self.seen.append((item["method"], params.get("name", params.get("uri"))))
+                    name = params.get("name", params.get("uri"))
+                    self.seen.append((item["method"], name, authorization))
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._http is not None
         body = await request.read()
         if request.method == "POST":
-            self._note(body)
+            self._note(body, request.headers.get("Authorization"))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP}
         async with self._http.request(
             request.method,
