@@ -12,40 +12,12 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from gateway.cluster.redis_buckets import RedisBuckets
 from gateway.cluster.store import Replica
 from gateway.core.jsonrpc import load_object
 from gateway.policy import Limit, Taken
 
 PREFIX = "gw:"
-
-# Token buckets (gateway/policy/buckets.py's arithmetic, in Redis's own clock, so
-# every replica agrees).  KEYS[i] is a bucket, ARGV[2i-1] and ARGV[2i] its tokens
-# per second and burst.  One token from every bucket, or none: returns the seconds
-# to wait (a string: Redis would truncate a number) and the 0-based index of the
-# bucket that waits longest, -1 when the tokens were taken.  A bucket expires once
-# it would be full again, so Redis holds only the buckets of recent callers.
-TAKE_TOKENS = """
-local now = redis.call('TIME')
-now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local levels, wait, which = {}, 0, 0
-for i, key in ipairs(KEYS) do
-  local rate, burst = tonumber(ARGV[2 * i - 1]) / 1000, tonumber(ARGV[2 * i])
-  local held = redis.call('HMGET', key, 'v', 't')
-  local tokens, last = tonumber(held[1]), tonumber(held[2])
-  if tokens == nil or last == nil then tokens, last = burst, now end
-  local level = math.min(burst, tokens + math.max(0, now - last) * rate)
-  levels[i] = level
-  if level < 1 and (1 - level) / rate > wait then wait, which = (1 - level) / rate, i end
-end
-local spent = 0
-if which == 0 then spent = 1 end
-for i, key in ipairs(KEYS) do
-  local rate, burst = tonumber(ARGV[2 * i - 1]) / 1000, tonumber(ARGV[2 * i])
-  redis.call('HSET', key, 'v', tostring(levels[i] - spent), 't', tostring(now))
-  redis.call('PEXPIRE', key, math.ceil(burst / rate) + 1000)
-end
-return {tostring(wait / 1000), which - 1}
-"""
 
 
 class RedisStore:
@@ -58,7 +30,7 @@ class RedisStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self._redis: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
-        self._take = self._redis.register_script(TAKE_TOKENS)
+        self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:")
 
     async def ping(self) -> None:
         await self._redis.ping()
@@ -98,13 +70,8 @@ class RedisStore:
 
     async def take_tokens(self, limits: Sequence[Limit]) -> Taken:
         """One token from every bucket of ``limits``, or none, atomically for the whole
-        cluster (one script run)."""
-        keys = [f"{PREFIX}rate:{key}" for key, _ in limits]
-        args: list[float | int] = []
-        for _, rate in limits:
-            args += [rate.per_second, rate.burst]
-        wait, which = await self._take(keys=keys, args=args)
-        return float(wait), int(which)
+        cluster (see :mod:`gateway.cluster.redis_buckets`)."""
+        return await self._buckets.take(limits)
 
     async def close(self) -> None:
         await self._redis.aclose()

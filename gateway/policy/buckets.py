@@ -15,7 +15,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Buckets one route's table holds at once (per principal, and per principal and
 # tool); past it the least recently used is forgotten.
@@ -31,10 +31,11 @@ class Rate:
     count: float
     period: float
     burst: int
+    # Worked out once: every call's take reads it.
+    per_second: float = field(init=False, compare=False, repr=False)
 
-    @property
-    def per_second(self) -> float:
-        return self.count / self.period
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_second", self.count / self.period)
 
     @classmethod
     def parse(cls, text: str, burst: int | None = None) -> Rate:
@@ -76,8 +77,10 @@ def settle(
     levels = []
     wait, which = 0.0, -1
     for index, (state, (_, rate)) in enumerate(zip(held, limits, strict=True)):
-        tokens, then = state if state is not None else (float(rate.burst), now)
-        level = refill(tokens, now - then, rate)
+        # refill(), inline: this runs on every limited call.
+        level = float(rate.burst)
+        if state is not None:
+            level = min(level, state[0] + max(0.0, now - state[1]) * rate.per_second)
         levels.append(level)
         if level < 1.0 and (1.0 - level) / rate.per_second > wait:
             wait, which = (1.0 - level) / rate.per_second, index

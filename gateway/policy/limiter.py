@@ -96,11 +96,11 @@ class RateLimiter:
         return limits
 
     def _key(self, principal: str, tool: str | None = None) -> str:
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(principal.encode())
-        if tool is not None:
-            digest.update(b"\0" + tool.encode("utf-8", "surrogatepass"))
-        return f"{self._prefix}:{'t' if tool is not None else 'p'}:{digest.hexdigest()}"
+        if tool is None:
+            digest = hashlib.blake2b(principal.encode(), digest_size=16).hexdigest()
+            return f"{self._prefix}:p:{digest}"
+        named = principal.encode() + b"\0" + tool.encode("utf-8", "surrogatepass")
+        return f"{self._prefix}:t:{hashlib.blake2b(named, digest_size=16).hexdigest()}"
 
     async def admit(self, principal: str, call: Call) -> tuple[Failure, str] | None:
         """None when ``call`` may go; else its refusal and the reason (``rate``,

@@ -72,6 +72,30 @@ async def test_replicas_taking_at_once_share_one_bucket(redis_url: str) -> None:
             await store.close()
 
 
+async def test_a_flood_of_takes_is_sent_in_batches(redis_url: str) -> None:
+    """1,000 takes at once from one replica: one connection, a few script runs (redis-py
+    refuses a 101st connection of its pool: taken one by one they would fail), the
+    burst and no more admitted, and a caller that gives up does not hold the others."""
+    store = RedisStore(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        runs = int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        gave_up = asyncio.ensure_future(store.take_tokens([("p:quitter", SLOW)]))
+        gave_up.cancel()
+        takes = [store.take_tokens([("p:flood", SLOW)]) for _ in range(1000)]
+        taken = await asyncio.gather(*takes)
+        refused = [(wait, which) for wait, which in taken if which >= 0]
+        assert len(refused) == len(taken) - SLOW.burst
+        assert all(which == 0 and wait > 0 for wait, which in refused)
+        stats = client.info("commandstats")
+        sent = int(stats["cmdstat_evalsha"]["calls"]) - runs
+        assert 1 <= sent <= 20, sent
+        assert client.info("clients")["connected_clients"] <= 3  # this test's two, at most
+    finally:
+        client.close()
+        await store.close()
+
+
 async def test_directory_buckets_are_shared_by_the_workers_of_one_machine(tmp_path: Path) -> None:
     """Eight workers' stores on one directory, each in a thread of its own, 20 takes
     each: flock keeps each read-and-rewrite whole, so exactly the burst goes."""
