@@ -24,7 +24,7 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bounds import Limits
+from gateway.bounds import Limits, route_policy
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
     Backend,
@@ -47,11 +47,10 @@ from gateway.lifecycle import (
 )
 from gateway.observability import Metrics, log_call, trace_ids
 from gateway.ops import OPS_PATHS, Ops
-from gateway.policy import Exposure, Rate, RateLimiter, RoutePolicy, Rule
+from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
-    RATE_OFF,
     ROUTE_OPTIONS,
     RouteSpec,
     Settings,
@@ -373,29 +372,10 @@ class Gateway:
     def _policy(self, spec: RouteSpec) -> RoutePolicy | None:
         """What the route exposes and its rate limits (None: neither is configured, and
         its calls never enter gateway/policy)."""
-        exposure = Exposure(
-            *(
-                Rule.parse(rule) if rule else None
-                for rule in (spec.tools, spec.prompts, spec.resources)
-            )
-        )
-        limits = self.limits
-        rate = _rate(spec.rate, spec.burst, limits.rate, limits.burst)
-        tool_rate = _rate(spec.tool_rate, spec.tool_burst, limits.tool_rate, limits.tool_burst)
-        limiter = None
-        if rate is not None or tool_rate is not None:
-            fallback = spec.rate_fallback or limits.rate_fallback
-            limiter = RateLimiter(
-                spec.path,
-                rate,
-                tool_rate,
-                fallback="closed" if fallback == "closed" else "open",
-                shared=self.cluster.store if self.cluster is not None else None,
-            )
-        policy = RoutePolicy(spec.path, exposure, limiter)
-        if not policy:
-            return None
-        policy.refused.append(self.metrics.refused)
+        shared = self.cluster.store if self.cluster is not None else None
+        policy = route_policy(spec, self.limits, shared)
+        if policy is not None:
+            policy.refused.append(self.metrics.refused)
         return policy
 
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
@@ -635,17 +615,6 @@ class Gateway:
             self.work.draining = True
             await self.cluster.drain(self.drain_timeout, self._owned_work)
         await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
-
-
-def _rate(
-    given: str | None, burst: int | None, default: str | None, default_burst: int | None
-) -> Rate | None:
-    """A route's rate: its own (``off``: none), else the gateway-wide one."""
-    if given is None:
-        given, burst = default, burst if burst is not None else default_burst
-    if given is None or given.strip().lower() == RATE_OFF:
-        return None
-    return Rate.parse(given, burst)
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
