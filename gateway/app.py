@@ -25,7 +25,7 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bounds import Limits
+from gateway.bounds import Limits, route_policy
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
     Backend,
@@ -48,6 +48,7 @@ from gateway.lifecycle import (
 )
 from gateway.observability import Metrics, log_call, trace_ids
 from gateway.ops import OPS_PATHS, Ops
+from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
@@ -284,6 +285,7 @@ class Gateway:
         for spec in self.specs:
             route = self._route(spec, loopback)
             route.auth = self._route_auth(spec, fetcher)
+            route.policy = self._policy(spec)
             if tracing.active is not None:  # first: it puts the span's ids in the record
                 route.observers.append(tracing.active.observe)
                 self.metrics.exemplars = True
@@ -370,6 +372,15 @@ class Gateway:
             # Public list results: one replica's fetch serves the others within ttlMs.
             backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return backend
+
+    def _policy(self, spec: RouteSpec) -> RoutePolicy | None:
+        """What the route exposes and its rate limits (None: neither is configured, and
+        its calls never enter gateway/policy)."""
+        shared = self.cluster.store if self.cluster is not None else None
+        policy = route_policy(spec, self.limits, shared)
+        if policy is not None:
+            policy.refused.append(self.metrics.refused)
+        return policy
 
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
         """The route's OAuth side: transparent for an HTTP upstream, or the gateway
@@ -546,7 +557,9 @@ class Gateway:
 
     def _owned_work(self) -> int:
         """What a draining cluster member waits for: calls in flight and parked calls."""
-        return self.in_flight() + sum(e.route.parked_count() for e in self.endpoints)
+        return self.in_flight() + sum(
+            e.route.backend.forwarder.parked_count for e in self.endpoints
+        )
 
     async def _release(self) -> None:
         if self.cluster is not None:

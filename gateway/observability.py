@@ -246,11 +246,8 @@ class _LaneGauges(Collector):
 
 
 def _parked(route: Route) -> int:
-    counter = getattr(route, "parked_count", None)
-    if counter is None:
-        return 0
     try:
-        return int(counter())
+        return int(route.backend.forwarder.parked_count)
     except Exception:  # a gauge must never break the scrape
         return 0
 
@@ -280,6 +277,13 @@ class Metrics:
             "gateway_request_errors",
             "Calls that ended in an error, by route, method, revision pair and outcome.",
             labels,
+            registry=self.registry,
+        )
+        self.policy_refusals = Counter(
+            "gateway_policy_refusals",
+            "Calls a route's policy refused, by route and reason (hidden: not exposed; "
+            "rate, tool_rate: over a rate limit; store_down: limits uncheckable, fail closed).",
+            ["route", "reason"],
             registry=self.registry,
         )
         self.latency = Histogram(
@@ -340,6 +344,11 @@ class Metrics:
             else:  # a traced call (gateway/otel): its trace, the exemplar of its bucket
                 exemplar = {"trace_id": str(trace_id), "span_id": str(get("span_id"))}
                 timed.observe(duration / 1000, exemplar)
+
+    def refused(self, route: str, reason: str) -> None:
+        """A route policy's observer: one refusal counted (the reasons are the
+        policy's own few words, the routes the configured ones: bounded labels)."""
+        self.policy_refusals.labels(route, reason).inc()
 
     def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
         """Bounded: unknown methods all share the ``other`` label, not their own entry."""

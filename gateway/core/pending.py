@@ -71,6 +71,13 @@ class Questions(Generic[Q, A]):
                 future.set_result(answer_for(question))
         self._waiting.clear()
 
+    def take_all(self) -> list[tuple[Q, asyncio.Future[A]]]:
+        """Hand every question still waiting to whoever answers them now (they stop
+        being held here; their askers keep waiting on the same futures)."""
+        taken = [(q, future) for q, future in self._waiting.values() if not future.done()]
+        self._waiting.clear()
+        return taken
+
     def cancel_all(self) -> None:
         """Nobody will answer any more (the client's session ended): every asker
         stops waiting."""

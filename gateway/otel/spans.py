@@ -68,7 +68,7 @@ class Spans:
         """The call as a server span (``route``: a transport Route; ``arrival``: the
         message it came in, an inbound.Arrival)."""
         preamble = arrival.preamble
-        claims = route.forwarder.sealer.peek(call.state) if call.state else None
+        claims = route.backend.forwarder.sealer.peek(call.state) if call.state else None
         parent = parent_of(self.propagator, self.fields, call.meta, preamble.headers, claims)
         adapter: Adapter = arrival.adapter
         attributes = names.call_attributes(call)

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from gateway.auth.front import RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
 from gateway.transport.pipeline import Pipeline, Refusal
@@ -177,8 +177,10 @@ class Endpoint:
 
     def _log_of(self, session: Session | None) -> EventLog | None:
         """The session's log of resumable SSE events (None: its revision has none)."""
-        adapter = self.pipeline.session_adapter(session)
-        if session is None or adapter is None or not adapter.resumable_streams:
+        if session is None:
+            return None
+        adapter = adapter_of(session.view)
+        if adapter is None or not adapter.resumable_streams:
             return None
         log = self._logs.get(session.id)
         if log is None:
@@ -362,11 +364,8 @@ class Endpoint:
                 reporter,
                 Failure(FailureKind.NOT_ACCEPTABLE, "Accept must include text/event-stream"),
             )
-        version = headers.get("mcp-protocol-version")
-        if version is not None:
-            adapter = self.adapters.by_version.get(version)
-            if adapter is not None and not adapter.has_handshake:
-                return web.Response(status=405, headers={"Allow": "POST"})
+        if self.adapters.names_stateless(headers.get("mcp-protocol-version")):
+            return web.Response(status=405, headers={"Allow": "POST"})
         if headers.get("mcp-session-id") is None:
             return await self._legacy_sse_stream(request, principal)
         if session is None:
@@ -437,14 +436,14 @@ class Endpoint:
         if refused is not None:
             return self._failure(sse_capable[-1], refused)
         try:
-            return await self._legacy_session(request, principal, sse_capable[-1].version)
+            return await self._legacy_session(request, principal, sse_capable[-1])
         finally:
             self.route.streams.release(principal)
 
     async def _legacy_session(
-        self, request: web.Request, principal: str, version: str
+        self, request: web.Request, principal: str, adapter: Adapter
     ) -> web.StreamResponse:
-        session = self.pipeline.open_session(version, principal)
+        session = self.pipeline.open_session(adapter, principal)
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
@@ -507,9 +506,7 @@ class Endpoint:
         if isinstance(found, web.Response):
             return found
         session, _ = found
-        version = headers.get("mcp-protocol-version")
-        modern = self.adapters.by_version.get(version) if version is not None else None
-        if modern is not None and not modern.has_handshake:
+        if self.adapters.names_stateless(headers.get("mcp-protocol-version")):
             # The stateless revision has no sessions to end (as GET answers too).
             return web.Response(status=405, headers={"Allow": "POST"})
         if headers.get("mcp-session-id") is None:

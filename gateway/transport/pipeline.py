@@ -29,9 +29,9 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from gateway.auth.front import RequestView
-from gateway.core import Failure, FailureKind, Operation, Preamble
+from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core.limits import MAX_DEPTH, too_deep
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import first_id, is_initialize, reporter
 from gateway.transport.inbound import Arrival, Runner, Running, Send
 from gateway.transport.sessions import Session
@@ -126,7 +126,8 @@ class Pipeline(Runner):
             arrival.session = session
             return arrival
         # Answered before anything else: what follows belongs to the new session.
-        arrival.opened = await self.handshake(arrival)
+        if arrival.adapter.has_handshake:
+            arrival.opened = await self.handshake(arrival)
         self.settle(arrival, door.events)
         return arrival
 
@@ -213,7 +214,7 @@ class Pipeline(Runner):
             and session.view.protocol_version != selected.version
             and not is_initialize(body)
         ):
-            return self.adapters.by_version.get(session.view.protocol_version, selected)
+            return adapter_of(session.view) or selected
         return selected
 
     def accept(
@@ -230,7 +231,11 @@ class Pipeline(Runner):
         headers = preamble.headers
         forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
         items = adapter.decode(preamble)
-        return Arrival(preamble, adapter, items, principal, forwarded, session, running)
+        requests = [i for i in items if isinstance(i, Call) and i.id is not None]
+        failures = [i for i in items if isinstance(i, DecodeFailure)]
+        return Arrival(
+            preamble, adapter, items, principal, forwarded, session, running, requests, failures
+        )
 
     def admit(self, arrival: Arrival) -> Refusal | None:
         """Whether the caller may open the session its ``initialize`` asks for: at its

@@ -185,7 +185,7 @@ class SessionPool:
         return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
 
     def _idle(self, session: UpstreamSession) -> bool:
-        busy = session.inflight.calls or session.held
+        busy = session.inflight.calls or len(session.held)
         return not busy and not self.watched(session.key or "")
 
     async def _make_room(self, principal: str) -> None:
@@ -255,9 +255,7 @@ class SessionPool:
         session.closed = True
         if session.listener is not None:
             session.listener.cancel()
-        for _, future in session.held:
-            if not future.done():
-                future.cancel()
+        session.held.cancel_all()
         try:
             if session.session_id is not None and self.settings.end_sessions:
                 await self._calls.notices_sent(NOTICE_GRACE)
@@ -418,7 +416,8 @@ class SessionPool:
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            await self.unsolicited.ask_held(session, exchange)
+            if session.held:  # questions it asked off any call, kept for a client
+                await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.run(session, call, exchange)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")

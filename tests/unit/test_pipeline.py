@@ -51,8 +51,7 @@ class FakeBackend:
     def __init__(self) -> None:
         self.forwarder = FakeForwarder()
 
-    def known_profile(self) -> ServerProfile:
-        return ServerProfile()
+    known = ServerProfile()
 
 
 class FakeAuth:

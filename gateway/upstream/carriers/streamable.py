@@ -38,7 +38,7 @@ from gateway.upstream.carriers.httpio import (
     read_body,
     transport_error,
 )
-from gateway.upstream.carriers.redirects import RedirectPolicy, is_redirect, redacted
+from gateway.upstream.carriers.redirects import REDIRECTS, RedirectPolicy, redacted
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE
 
 
@@ -126,7 +126,7 @@ class StreamableHttpCarrier(Carrier):
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise transport_error(exc, f"POST {redacted(url)}") from exc
-            if not is_redirect(resp.status):
+            if resp.status not in REDIRECTS:
                 return resp
             resp.close()
             # Refused unless the route allows it; then aiohttp sends it where it points.
