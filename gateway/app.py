@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
 import os
-import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
@@ -46,7 +44,7 @@ from gateway.lifecycle import (
     stop_accepting,
     watchdog,
 )
-from gateway.observability import Metrics, log_call, trace_ids
+from gateway.observability import Metrics, RequestIds, log_call
 from gateway.ops import OPS_PATHS, Ops
 from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
@@ -84,7 +82,6 @@ log = structlog.get_logger(__name__)
 # At most one "short of descriptors" warning this often, however many are refused.
 BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
-_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -198,8 +195,7 @@ class Gateway:
         self._route_http: list[aiohttp.ClientSession] = []
         self._runner: web.AppRunner | None = None
         self._budget_logged = float("-inf")
-        self._request_id_prefix = secrets.token_hex(8)
-        self._request_numbers = itertools.count()
+        self.request_ids = RequestIds()
         # Several replicas as one (gateway/cluster): None without --cluster / --workers.
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
@@ -419,7 +415,7 @@ class Gateway:
         line of the request; POSTs counted as in flight for the drain; then the budget
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
         frame more on every request.  The lean lane does the same (:meth:`_lane_hooks`)."""
-        request_id, tokens = self._request_context(request.headers)
+        request_id, tokens = self.request_ids.bind(request.headers)
         request["request_id"] = request_id
         task = asyncio.current_task()
         tracked = request.method == "POST" and task is not None
@@ -439,21 +435,6 @@ class Gateway:
                 assert task is not None
                 self.work.requests.discard(task)
 
-    def _request_context(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
-        """The request's id, bound with its trace ids to the log context (the tokens
-        reset it)."""
-        given = headers.get("x-request-id", "")
-        if given and _SANE_REQUEST_ID.match(given):
-            request_id = given
-        else:
-            # Unique, not secret (it only correlates log lines): no uuid4 per request.
-            request_id = f"{self._request_id_prefix}{next(self._request_numbers):016x}"
-        context = {"request_id": request_id}
-        traceparent = headers.get("traceparent")
-        if traceparent:
-            context.update(trace_ids(traceparent))
-        return request_id, structlog.contextvars.bind_contextvars(**context)
-
     def _over_budget(self, request: web.Request) -> web.StreamResponse | None:
         """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
         while the process is short of descriptors, before it runs out of them."""
@@ -466,6 +447,9 @@ class Gateway:
         """503 while the process is short of descriptors (logged now and then)."""
         if not self.descriptors.exhausted():
             return None
+        return self._refuse_overloaded()
+
+    def _refuse_overloaded(self) -> Plain:
         now = time.monotonic()
         if now - self._budget_logged >= BUDGET_LOG_INTERVAL:
             self._budget_logged = now
@@ -484,11 +468,12 @@ class Gateway:
         )
 
     def _lane_hooks(self) -> LaneHooks:
-        def context(headers: Mapping[str, str]) -> str:
-            # The lane answers each request in a task of its own: nothing to reset.
-            return self._request_context(headers)[0]
-
-        return LaneHooks(context=context, overloaded=self._overloaded, requests=self.work.requests)
+        return LaneHooks(
+            context=self.request_ids.bind_for_task,
+            budget=self.descriptors,
+            overloaded=self._refuse_overloaded,
+            requests=self.work.requests,
+        )
 
     # ---------------------------------------------------------------- running
 

@@ -13,10 +13,12 @@ never collide.  Gauges are read when scraped, from the routes themselves.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import re
+import secrets
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import structlog
@@ -140,6 +142,38 @@ def one_line_http_errors(
         event["level"] = "warning"
         event["error"] = f"{type(exc).__name__}: {exc.message or exc}"
     return event
+
+
+# A client's X-Request-Id is used as it is only when it looks like an id.
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestIds:
+    """Each request's id (the client's ``X-Request-Id`` when sane, else one of ours),
+    bound with its trace ids to the log context of the task that answers it."""
+
+    def __init__(self) -> None:
+        # Unique, not secret (it only correlates log lines): no uuid4 per request.
+        self._prefix = secrets.token_hex(8)
+        self._numbers = itertools.count()
+
+    def bind(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
+        """The request's id, bound to the log context (the tokens reset it)."""
+        given = headers.get("x-request-id", "")
+        if given and _SANE_REQUEST_ID.match(given):
+            request_id = given
+        else:
+            request_id = f"{self._prefix}{next(self._numbers):016x}"
+        context = {"request_id": request_id}
+        traceparent = headers.get("traceparent")
+        if traceparent:
+            context.update(trace_ids(traceparent))
+        return request_id, structlog.contextvars.bind_contextvars(**context)
+
+    def bind_for_task(self, headers: Mapping[str, str]) -> str:
+        """:meth:`bind` for a request answered in a task of its own (the lane's):
+        nothing to reset when it ends."""
+        return self.bind(headers)[0]
 
 
 def trace_ids(traceparent: str | None) -> dict[str, str]:

@@ -30,6 +30,7 @@ import httptools
 import structlog
 from aiohttp import web
 
+from gateway.core.limits import DescriptorBudget
 from gateway.transport.http import Endpoint
 from gateway.transport.post import Plain, Sink
 
@@ -58,8 +59,9 @@ class LaneHooks:
 
     # Binds the request's log context; returns its request id.
     context: Callable[[Mapping[str, str]], str]
-    # A refusal before any work (the process short of descriptors), or None.
-    overloaded: Callable[[], Plain | None]
+    # Whether the process is short of descriptors, and the refusal it answers then.
+    budget: DescriptorBudget
+    overloaded: Callable[[], Plain]
     # The requests in flight, which a drain waits for.
     requests: set[asyncio.Task[Any]]
 
@@ -345,7 +347,11 @@ class LaneConnection(asyncio.Protocol):
         requests.add(task)
         try:
             request.request_id = self.lane.hooks.context(request.lowered)
-            answer = self.lane.hooks.overloaded() or await endpoint.answer_post(request)
+            hooks = self.lane.hooks
+            if hooks.budget.reserve and hooks.budget.exhausted():
+                answer: Plain | Sink = hooks.overloaded()
+            else:
+                answer = await endpoint.answer_post(request)
             if isinstance(answer, Plain):
                 self.send(request.whole(answer))
                 if self._write_paused:
