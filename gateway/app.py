@@ -40,7 +40,7 @@ from gateway.lifecycle import (
     SHUTDOWN_MARGIN,
     InFlight,
     Signals,
-    settle_memory,
+    freeze_startup_memory,
     stop_accepting,
     watchdog,
 )
@@ -58,7 +58,7 @@ from gateway.settings import (
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
-from gateway.transport.post import Plain
+from gateway.transport.post import WholeAnswer
 from gateway.transport.route import (
     DEFAULT_FORWARD_HEADERS,
     DEFAULT_MAX_BODY,
@@ -231,7 +231,7 @@ class Gateway:
         )
 
     def _lane_figures(self) -> tuple[int, int] | None:
-        """The lean lane's open connections and handoffs so far (None: no lane)."""
+        """The lane's open connections and handoffs so far (None: no lane)."""
         lane = self.lane
         return (len(lane.connections), lane.handoffs) if lane is not None else None
 
@@ -259,7 +259,7 @@ class Gateway:
         # No pool cap: each upstream session's GET stream holds a connection for as
         # long as the session lives, and a cap would make calls wait behind them.
         # What bounds them is the sessions' and calls' own bounds; the POSTs of
-        # calls to a plain-http upstream are capped in the lean client (max_connections).
+        # calls to a plain-http upstream are capped in the h1 client (max_connections).
         self._http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
@@ -414,7 +414,7 @@ class Gateway:
         """A request id (the client's X-Request-Id when sane) and trace ids on every log
         line of the request; POSTs counted as in flight for the drain; then the budget
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
-        frame more on every request.  The lean lane does the same (:meth:`_lane_hooks`)."""
+        frame more on every request.  The lane does the same (:meth:`_lane_hooks`)."""
         request_id, tokens = self.request_ids.bind(request.headers)
         request["request_id"] = request_id
         task = asyncio.current_task()
@@ -443,13 +443,13 @@ class Gateway:
         overloaded = self._overloaded()
         return to_web(overloaded) if overloaded is not None else None
 
-    def _overloaded(self) -> Plain | None:
+    def _overloaded(self) -> WholeAnswer | None:
         """503 while the process is short of descriptors (logged now and then)."""
         if not self.descriptors.exhausted():
             return None
         return self._refuse_overloaded()
 
-    def _refuse_overloaded(self) -> Plain:
+    def _refuse_overloaded(self) -> WholeAnswer:
         now = time.monotonic()
         if now - self._budget_logged >= BUDGET_LOG_INTERVAL:
             self._budget_logged = now
@@ -460,7 +460,7 @@ class Gateway:
             )
         failure = Failure(FailureKind.OVERLOADED, "the gateway is overloaded; try again later")
         adapter = self.adapters.default_legacy
-        return Plain(
+        return WholeAnswer(
             adapter.http_status(failure),
             {"Retry-After": "1"},
             orjson.dumps(adapter.encode_failure(None, failure)),
@@ -509,7 +509,7 @@ class Gateway:
         return self.port
 
     async def _listen_lean(self) -> None:
-        """The listening socket, its connections carried by the lean lane, which hands
+        """The listening socket, its connections carried by the lane, which hands
         to aiohttp's server every request it does not carry."""
         assert self._runner is not None and self._runner.server is not None
         endpoints = {endpoint.route.path: endpoint for endpoint in self.endpoints}
@@ -575,7 +575,7 @@ class Gateway:
             except BaseException:
                 await self._release()
                 raise
-            settle_memory()
+            freeze_startup_memory()
             with Signals(self.work.force) as signals:
                 await signals.stop.wait()
                 await self._shut_down()

@@ -153,7 +153,7 @@ LeanLaneOption = Annotated[
     bool | None,
     typer.Option(
         "--lean-lane/--no-lean-lane",
-        help="Serve the usual Streamable HTTP POST with the gateway's lean HTTP/1.1 lane "
+        help="Serve the usual Streamable HTTP POST with the gateway's own HTTP/1.1 lane "
         "(everything else goes to aiohttp's server).  [default: on]",
     ),
 ]

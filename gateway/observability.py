@@ -226,7 +226,7 @@ class _RouteGauges(Collector):
         )
         pooled = GaugeMetricFamily(
             "gateway_upstream_connections",
-            "Keep-alive connections to each route's upstream (the lean HTTP client's pool).",
+            "Keep-alive connections to each route's upstream (the h1 client's pool).",
             labels=["route", "state"],
         )
         upstream_sessions = GaugeMetricFamily(
@@ -256,7 +256,7 @@ class _RouteGauges(Collector):
 
 
 class _LaneGauges(Collector):
-    """The lean lane's connections and handoffs, read when scraped (nothing without a
+    """The lane's connections and handoffs, read when scraped (nothing without a
     lane)."""
 
     def __init__(self, lane: Callable[[], tuple[int, int] | None]) -> None:
@@ -269,12 +269,12 @@ class _LaneGauges(Collector):
         connections, handoffs = figures
         yield GaugeMetricFamily(
             "gateway_lane_connections",
-            "Client connections the lean lane carries (the others are aiohttp's).",
+            "Client connections the lane carries (the others are aiohttp's).",
             value=connections,
         )
         yield CounterMetricFamily(
             "gateway_lane_handoffs",
-            "Connections the lean lane handed to aiohttp's server (a request it does not carry).",
+            "Connections the lane handed to aiohttp's server (a request it does not carry).",
             value=handoffs,
         )
 

@@ -165,7 +165,7 @@ class RouteSpec(BaseModel):
     # each is refused with a JSON-RPC error (and logged), never put to the client.
     questions_at_once: int = Field(QUESTIONS_AT_ONCE, gt=0, le=10_000)
     questions_per_call: int = Field(QUESTIONS_PER_CALL, gt=0, le=1_000_000)
-    # Connections the lean HTTP/1.1 client (calls to a plain-http upstream) keeps open
+    # Connections the h1 HTTP/1.1 client (calls to a plain-http upstream) keeps open
     # to the upstream at once: past it a call is refused.
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
@@ -450,7 +450,7 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=256)
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
-    # The usual Streamable HTTP POST served by the gateway's lean HTTP/1.1 lane instead
+    # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
     # Rate limits of every route that sets none of its own (route options of the same

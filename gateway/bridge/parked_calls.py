@@ -85,18 +85,18 @@ class ParkedCalls:
         parked.emit = exchange.emit
         inner = exchange.routed(ask, emit)
         parked.task = asyncio.get_running_loop().create_task(self._upstream(call, inner, parked))
-        return await self._settle(call, exchange, parked)
+        return await self._next_round(call, exchange, parked)
 
     async def _upstream(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
-        """The parked call's upstream side.  Its end wakes _settle as an ask does, from
-        its own last step: by the time _settle runs the task is done, and no done
+        """The parked call's upstream side.  Its end wakes _next_round as an ask does, from
+        its own last step: by the time _next_round runs the task is done, and no done
         callback costs a turn of the loop in between."""
         try:
             return await self.upstream.execute(call, exchange)
         finally:
             parked.questions.changed.set()
 
-    async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+    async def _next_round(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Wait for the upstream's result, or for asks to hand to the client."""
         assert parked.task is not None
         try:
@@ -191,7 +191,7 @@ class ParkedCalls:
         parked.emit = progress_as(exchange.emit, call.progress_token)
         parked.questions.answer(call.answers or {})
         self.parking.unpark(parked)
-        return await self._settle(call, exchange, parked)
+        return await self._next_round(call, exchange, parked)
 
     def _check_answers(self, call: Call, parked: ParkedCall) -> Failure | None:
         """The client's answers answer what was asked: no unknown keys, each of the

@@ -22,7 +22,7 @@ import orjson
 
 from gateway.cluster.store import MAX_RESULTS, Replica
 from gateway.policy import MAX_BUCKETS, Limit, Taken
-from gateway.policy.buckets import full_after, settle
+from gateway.policy.buckets import full_after, take_one_each
 
 # Used-state markers older than this many of their own TTLs are swept now and then.
 _SWEEP_EVERY = 256
@@ -134,7 +134,7 @@ class FileStore:
                 fds[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
                 fcntl.flock(fds[path], fcntl.LOCK_EX)
             held = [_bucket(os.pread(fds[path], 256, 0)) for path in paths]
-            taken, levels = settle(held, limits, now)
+            taken, levels = take_one_each(held, limits, now)
             for path, level, (_, rate) in zip(paths, levels, limits, strict=True):
                 entry = orjson.dumps({"v": level, "t": now, "x": now + full_after(rate)})
                 os.ftruncate(fds[path], 0)

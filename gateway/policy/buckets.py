@@ -68,7 +68,7 @@ def refill(tokens: float, elapsed: float, rate: Rate) -> float:
     return min(float(rate.burst), tokens + max(0.0, elapsed) * rate.per_second)
 
 
-def settle(
+def take_one_each(
     held: Sequence[tuple[float, float] | None], limits: Sequence[Limit], now: float
 ) -> tuple[Taken, list[float]]:
     """Taking one token from every bucket of ``limits``, or none: ``held`` is each
@@ -111,7 +111,7 @@ class LocalBuckets:
     def take(self, limits: Sequence[Limit]) -> Taken:
         """One token from every bucket of ``limits``, or none (all or nothing)."""
         now = self._clock()
-        taken, levels = settle([self._buckets.get(key) for key, _ in limits], limits, now)
+        taken, levels = take_one_each([self._buckets.get(key) for key, _ in limits], limits, now)
         for (key, _), level in zip(limits, levels, strict=True):
             self._buckets[key] = (level, now)
             self._buckets.move_to_end(key)

@@ -102,7 +102,7 @@ class RateLimiter:
         named = principal.encode() + b"\0" + tool.encode("utf-8", "surrogatepass")
         return f"{self._prefix}:t:{hashlib.blake2b(named, digest_size=16).hexdigest()}"
 
-    async def admit(self, principal: str, call: Call) -> tuple[Failure, str] | None:
+    async def take(self, principal: str, call: Call) -> tuple[Failure, str] | None:
         """None when ``call`` may go; else its refusal and the reason (``rate``,
         ``tool_rate`` or ``store_down``)."""
         checks = self.limits(principal, call)

@@ -39,7 +39,7 @@ class RoutePolicy:
                 self._count("hidden")
                 return hidden
         if self.limiter is not None:
-            limited = await self.limiter.admit(principal, call)
+            limited = await self.limiter.take(principal, call)
             if limited is not None:
                 failure, reason = limited
                 self._count(reason)

@@ -90,7 +90,7 @@ class Arrival:
     failures: list[DecodeFailure] = field(default_factory=list)
     # The route's last word on a failure (e.g. an upstream 401 pointed at the
     # gateway's own metadata), before it is encoded.
-    vet_failure: Callable[[Failure], Failure] | None = None
+    reword_failure: Callable[[Failure], Failure] | None = None
     # The handshake opened (or renewed) the session.
     opened: bool = False
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
@@ -282,7 +282,7 @@ class Runner:
 
     # --------------------------------------------- replies, notifications
 
-    def settle(self, arrival: Arrival, send: Send | None) -> None:
+    def take_replies_and_notices(self, arrival: Arrival, send: Send | None) -> None:
         """What needs no answer: the client's replies to our asks and its notifications."""
         session = arrival.session
         for item in arrival.items:
@@ -372,8 +372,8 @@ class Runner:
                 outcome = await policy.run(call, arrival.principal, handle)
             else:
                 outcome = await self._handle(arrival, call, exchange)
-        if isinstance(outcome, Failure) and arrival.vet_failure is not None:
-            outcome = arrival.vet_failure(outcome)
+        if isinstance(outcome, Failure) and arrival.reword_failure is not None:
+            outcome = arrival.reword_failure(outcome)
         if self.route.observers:
             self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)

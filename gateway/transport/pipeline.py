@@ -90,7 +90,9 @@ class Door(Protocol[Source]):
         whole (the connection broke), so nothing can be answered."""
         ...
 
-    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+    def check_headers(
+        self, adapter: Adapter, preamble: Preamble, session: Session | None
+    ) -> Failure | None:
         """The transport's own check of the picked adapter (its headers, say)."""
         ...
 
@@ -128,7 +130,7 @@ class Pipeline(Runner):
         # Answered before anything else: what follows belongs to the new session.
         if arrival.adapter.has_handshake:
             arrival.opened = await self.handshake(arrival)
-        self.settle(arrival, door.events)
+        self.take_replies_and_notices(arrival, door.events)
         return arrival
 
     async def caller(
@@ -166,8 +168,8 @@ class Pipeline(Runner):
         auth = self.route.auth
         if auth is not None and view is not None:
             # An upstream 401/403 reaches the client as such, its challenge kept.
-            arrival.vet_failure = lambda failure: auth.passed_on(failure, view)
-        return self.admit(arrival) or arrival
+            arrival.reword_failure = lambda failure: auth.passed_on(failure, view)
+        return self.session_room(arrival) or arrival
 
     def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
         """Parse the body into ``preamble``; a Refusal when it is not JSON."""
@@ -205,7 +207,7 @@ class Pipeline(Runner):
         selected = self.adapters.select(preamble)
         if isinstance(selected, Failure):
             return self.refusal(preamble, selected, first_id(body))
-        refused = door.vet(selected, preamble, session)
+        refused = door.check_headers(selected, preamble, session)
         if refused is not None:
             return Refusal(selected, refused, first_id(body))
         if (
@@ -237,7 +239,7 @@ class Pipeline(Runner):
             preamble, adapter, items, principal, forwarded, session, running, requests, failures
         )
 
-    def admit(self, arrival: Arrival) -> Refusal | None:
+    def session_room(self, arrival: Arrival) -> Refusal | None:
         """Whether the caller may open the session its ``initialize`` asks for: at its
         own quota it is refused; with the store full, another caller's idle session
         may give way (fair shares, :mod:`gateway.transport.sessions`)."""

@@ -256,7 +256,7 @@ class Calls:
                 if answers(incoming, upstream_id, reply.status):
                     # As when asks were answered one by one: the call's result is
                     # handed on only once what it asked has been answered.
-                    await answering.settled()
+                    await answering.all_answered()
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
                     await answering.take(incoming)
@@ -497,7 +497,7 @@ class _Answering:
         if not task.cancelled() and task.exception() is not None:
             log.warning("answering an upstream request failed", error=repr(task.exception()))
 
-    async def settled(self) -> None:
+    async def all_answered(self) -> None:
         if self.tasks:
             await asyncio.wait(set(self.tasks))
 

@@ -336,7 +336,7 @@ class SessionPool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
         if carrier.is_session:
-            await self.unsolicited.settle(session, next(self._calls.ids))
+            await self.unsolicited.ping_first(session, next(self._calls.ids))
         return session
 
     def _client(

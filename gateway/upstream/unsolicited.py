@@ -104,7 +104,7 @@ class Unsolicited:
         else:
             await self.event(session, message)
 
-    async def settle(self, session: UpstreamSession, request_id: int) -> None:
+    async def ping_first(self, session: UpstreamSession, request_id: int) -> None:
         """A ping on a new stdio or HTTP+SSE session, answered before its first call.
 
         Such a channel keeps order, so what the server sent on reading

@@ -49,9 +49,9 @@ class Store:
 
 async def test_a_caller_over_its_rate_gets_a_retry_after() -> None:
     limiter = RateLimiter("/mcp", Rate.parse("2/s", 2), None)
-    assert await limiter.admit("alice", call()) is None
-    assert await limiter.admit("alice", call()) is None
-    refused = await limiter.admit("alice", call())
+    assert await limiter.take("alice", call()) is None
+    assert await limiter.take("alice", call()) is None
+    refused = await limiter.take("alice", call())
     assert refused is not None
     failure, reason = refused
     assert reason == "rate"
@@ -59,13 +59,13 @@ async def test_a_caller_over_its_rate_gets_a_retry_after() -> None:
     assert failure.data == {"retryAfterSeconds": 1}
     assert failure.headers == {"Retry-After": "1"}
     assert "2/s (burst 2)" in failure.message
-    assert await limiter.admit("bob", call()) is None  # another caller is unaffected
+    assert await limiter.take("bob", call()) is None  # another caller is unaffected
 
 
 async def test_a_slow_rate_says_how_long_to_wait() -> None:
     limiter = RateLimiter("/mcp", Rate.parse("6/m", 1), None)
-    assert await limiter.admit("alice", call()) is None
-    refused = await limiter.admit("alice", call())
+    assert await limiter.take("alice", call()) is None
+    refused = await limiter.take("alice", call())
     assert refused is not None
     assert refused[0].data == {"retryAfterSeconds": 10}
     assert refused[0].headers["Retry-After"] == "10"
@@ -73,12 +73,12 @@ async def test_a_slow_rate_says_how_long_to_wait() -> None:
 
 async def test_per_tool_limits_count_each_tool_apart() -> None:
     limiter = RateLimiter("/mcp", Rate.parse("100/s"), Rate.parse("1/s", 1))
-    assert await limiter.admit("alice", call(name="search")) is None
-    refused = await limiter.admit("alice", call(name="search"))
+    assert await limiter.take("alice", call(name="search")) is None
+    refused = await limiter.take("alice", call(name="search"))
     assert refused is not None and refused[1] == "tool_rate"
     assert "'search'" in refused[0].message
-    assert await limiter.admit("alice", call(name="read")) is None
-    assert await limiter.admit("bob", call(name="search")) is None
+    assert await limiter.take("alice", call(name="read")) is None
+    assert await limiter.take("bob", call(name="search")) is None
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ async def test_per_tool_limits_count_each_tool_apart() -> None:
 )
 async def test_which_calls_are_counted(op: Operation, limited: bool) -> None:
     limiter = RateLimiter("/mcp", Rate.parse("1/h", 1), Rate.parse("1/h", 1))
-    outcomes = [await limiter.admit("alice", call(op)) for _ in range(3)]
+    outcomes = [await limiter.take("alice", call(op)) for _ in range(3)]
     assert (outcomes[-1] is not None) == limited
 
 
@@ -112,8 +112,8 @@ async def test_keys_are_digests_of_the_route_the_caller_and_the_tool() -> None:
 async def test_the_shared_store_is_used_while_it_answers() -> None:
     store = Store()
     limiter = RateLimiter("/mcp", Rate.parse("1/s", 1), None, shared=store)
-    assert await limiter.admit("alice", call()) is None
-    assert await limiter.admit("alice", call()) is not None
+    assert await limiter.take("alice", call()) is None
+    assert await limiter.take("alice", call()) is not None
     assert store.asked == 2
     assert len(limiter.local) == 0
 
@@ -123,16 +123,16 @@ async def test_fail_open_limits_locally_and_says_so_once_each_way() -> None:
     limiter = RateLimiter("/mcp", Rate.parse("1/s", 1), None, shared=store, clock=clock)
     store.down = True
     with capture_logs() as logs:
-        assert await limiter.admit("alice", call()) is None  # from the local bucket
-        refused = await limiter.admit("alice", call())  # the local bucket is empty
+        assert await limiter.take("alice", call()) is None  # from the local bucket
+        refused = await limiter.take("alice", call())  # the local bucket is empty
         assert refused is not None and refused[1] == "rate"
         assert store.asked == 1  # left alone until RECHECK
         clock.now += limiter_module.RECHECK
-        await limiter.admit("bob", call())
+        await limiter.take("bob", call())
         assert store.asked == 2
         store.down = False
         clock.now += limiter_module.RECHECK
-        assert await limiter.admit("carol", call()) is None
+        assert await limiter.take("carol", call()) is None
         assert store.asked == 3
     events = [(e["log_level"], e["event"]) for e in logs]
     assert events == [
@@ -149,14 +149,14 @@ async def test_fail_closed_refuses_every_limited_call_while_the_store_is_down() 
     )
     store.down = True
     with capture_logs() as logs:
-        refused = await limiter.admit("alice", call())
+        refused = await limiter.take("alice", call())
     assert refused is not None
     failure, reason = refused
     assert reason == "store_down"
     assert isinstance(failure, Failure) and failure.kind is FailureKind.OVERLOADED
     assert failure.headers == {"Retry-After": "1"} and failure.data == {"retryAfterSeconds": 1}
     assert "fail closed" in logs[0]["event"]
-    assert await limiter.admit("alice", call(Operation.TOOLS_LIST)) is None  # not limited
+    assert await limiter.take("alice", call(Operation.TOOLS_LIST)) is None  # not limited
 
 
 async def test_a_store_that_hangs_counts_as_down(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,5 +165,5 @@ async def test_a_store_that_hangs_counts_as_down(monkeypatch: pytest.MonkeyPatch
     store.hang = True
     limiter = RateLimiter("/mcp", Rate.parse("1/s", 1), None, shared=store)
     async with asyncio.timeout(5):
-        assert await limiter.admit("alice", call()) is None
-        assert await limiter.admit("alice", call()) is not None
+        assert await limiter.take("alice", call()) is None
+        assert await limiter.take("alice", call()) is not None

@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for plain-http upstreams: a keep-alive pool and httptools.
+"""An HTTP/1.1 client for plain-http upstreams: a keep-alive pool and httptools.
 
 aiohttp's client spends most of its CPU per request on what a keep-alive POST to a
 known upstream does not need (request and response objects, URL handling, a timer

@@ -47,7 +47,7 @@ class _Body(Protocol):
 
 
 class Response(Protocol):
-    """What the carriers read of a response: aiohttp's, or the lean client's (h1)."""
+    """What the carriers read of a response: aiohttp's, or the h1 client's (h1)."""
 
     @property
     def status(self) -> int: ...
