@@ -405,9 +405,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
         paths = self.client_param_paths(tool)
         if not paths:
             return None  # nothing declared (or a tool whose annotations break the rules)
-        args = arguments if isinstance(arguments, dict) else {}
         for path, name in paths.items():
-            value: Any = args
+            value: Any = arguments  # not an object: no value at any path
             for key in path:
                 value = value.get(key) if isinstance(value, dict) else None
             header = preamble.header(f"mcp-param-{name}")

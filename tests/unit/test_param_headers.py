@@ -4,15 +4,22 @@ Parameters"): which tool parameters a tool declares for mirroring, the
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from gateway.core import FailureKind, Preamble
-from gateway.protocol import AdapterSet
+from gateway.protocol import AdapterSet, v2026_07_28
 
 MODERN = AdapterSet.default().by_version["2026-07-28"]
 LEGACY = AdapterSet.default().by_version["2025-11-25"]
+
+
+def paths_of(schema: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
+    """The tool's header parameters, worked out afresh: what a tool is found to
+    declare is kept per tool object, so each check gets an object of its own."""
+    return MODERN.client_param_paths(copy.deepcopy(schema))
 
 
 def tool(properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
@@ -35,18 +42,29 @@ SQL = tool(
 
 
 def test_annotated_parameters_are_found_by_their_property_path() -> None:
-    assert MODERN.client_param_paths(SQL) == {
+    assert paths_of(SQL) == {
         ("region",): "Region",
         ("limit",): "Limit",
         ("dry",): "Dry",
         ("where", "zone"): "Zone",
     }
-    assert MODERN.client_param_paths(tool({"query": {"type": "string"}})) == {}
-    assert MODERN.client_param_paths({"name": "bare"}) == {}
-    # Asked again, the same answer (it is kept per listed tool).
-    assert MODERN.client_param_paths(SQL) == MODERN.client_param_paths(SQL)
+    assert paths_of(tool({"query": {"type": "string"}})) == {}
+    assert paths_of({"name": "bare"}) == {}
     # Before the stateless era no parameter is mirrored.
     assert LEGACY.client_param_paths(SQL) == {}
+
+
+def test_a_tools_header_parameters_are_worked_out_once_and_the_memo_is_bounded() -> None:
+    listed = copy.deepcopy(SQL)
+    first = MODERN.client_param_paths(listed)
+    assert MODERN.client_param_paths(listed) is first  # every call of it asks again
+    assert MODERN.client_param_paths(copy.deepcopy(SQL)) is not first
+    tools = [tool({"a": header(f"H{n}")}) for n in range(v2026_07_28._PATHS_KEPT + 10)]
+    for each in tools:
+        assert MODERN.client_param_paths(each) == {
+            ("a",): each["inputSchema"]["properties"]["a"]["x-mcp-header"]
+        }
+        assert len(v2026_07_28._PATHS) <= v2026_07_28._PATHS_KEPT
 
 
 @pytest.mark.parametrize(
@@ -68,11 +86,11 @@ def test_annotated_parameters_are_found_by_their_property_path() -> None:
     ],
 )
 def test_a_tool_whose_annotation_breaks_the_rules_is_invalid(schema: dict[str, Any]) -> None:
-    assert MODERN.client_param_paths(schema) is None
+    assert paths_of(schema) is None
 
 
 def test_a_client_mirrors_each_value_present_and_omits_the_rest() -> None:
-    paths = MODERN.client_param_paths(SQL)
+    paths = paths_of(SQL)
     assert paths is not None
     arguments = {"region": "us-west1", "query": "SELECT 1", "limit": 42, "dry": False}
     assert MODERN.client_param_headers(paths, arguments) == {
@@ -120,7 +138,7 @@ def post(headers: dict[str, str], transport: str = "http", method: str = "POST")
 
 def check(arguments: Any, headers: dict[str, str], schema: dict[str, Any] = SQL) -> str | None:
     """The server's verdict: None, or the mismatch's message."""
-    failure = MODERN.check_param_headers(schema, arguments, post(headers))
+    failure = MODERN.check_param_headers(copy.deepcopy(schema), arguments, post(headers))
     if failure is None:
         return None
     assert failure.kind is FailureKind.HEADER_MISMATCH
@@ -130,7 +148,7 @@ def check(arguments: Any, headers: dict[str, str], schema: dict[str, Any] = SQL)
 
 def test_a_server_accepts_headers_that_match_the_body() -> None:
     arguments = {"region": "us-west1", "limit": 42, "dry": True, "where": {"zone": "b"}}
-    sent = MODERN.client_param_headers(MODERN.client_param_paths(SQL) or {}, arguments)
+    sent = MODERN.client_param_headers(paths_of(SQL) or {}, arguments)
     assert check(arguments, sent) is None
     # Integers compare as numbers; absent and null values expect no header.
     assert check({"limit": 42}, {"Mcp-Param-Limit": "42.0"}) is None
@@ -144,6 +162,7 @@ def test_a_server_accepts_headers_that_match_the_body() -> None:
     assert check({"region": "x y"}, {"Mcp-Param-Region": " x y\t"}) is None
     assert check({"region": "a\tb"}, {"Mcp-Param-Region": "a\tb"}) is None
     assert check({"region": "~"}, {"Mcp-Param-Region": "~"}) is None
+    assert check({"region": "X1"}, {"Mcp-Param-Region": "X1"}) is None
 
 
 @pytest.mark.parametrize(
@@ -191,10 +210,9 @@ def test_only_streamable_http_posts_carry_parameter_headers() -> None:
         post({}, transport="sse"),
         post({}, method="GET"),
     ):
-        assert MODERN.check_param_headers(SQL, arguments, preamble) is None
+        assert MODERN.check_param_headers(copy.deepcopy(SQL), arguments, preamble) is None
     # A tool that declares nothing, or breaks the rules, expects nothing.
-    assert MODERN.check_param_headers(tool({}), arguments, post({})) is None
-    broken = tool({"region": header("Region", "number")})
-    assert MODERN.check_param_headers(broken, arguments, post({})) is None
+    assert check(arguments, {}, tool({})) is None
+    assert check(arguments, {}, tool({"region": header("Region", "number")})) is None
     # Arguments that are not an object hold no values.
     assert check("junk", {}) is None
