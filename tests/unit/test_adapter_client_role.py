@@ -733,3 +733,17 @@ def test_a_revision_declares_elicitation_exactly_when_it_can_ask_it(version: str
     projected = a.client_project_capabilities({"elicitation": {"form": {}}, "roots": {}})
     assert ("elicitation" in projected) is (AskKind.ELICIT in a.ask_kinds)
     assert projected["roots"] == {}
+
+
+def test_only_a_value_both_opened_and_closed_by_the_sentinel_is_wrapped() -> None:
+    """The spec: a plain value that starts with `=?base64?` and ends with `?=` is
+    encoded; one that only ends (or only starts) like it is plain."""
+    for plain in ("a?=", "=?base64?a"):
+        assert encode_header_value(plain) == plain
+        assert decode_header_value(plain) == plain
+    wrapped = encode_header_value("=?base64?a?=")
+    assert wrapped != "=?base64?a?=" and decode_header_value(wrapped) == "=?base64?a?="
+
+
+def test_an_adapter_names_its_class_and_revision() -> None:
+    assert repr(adapter("2025-06-18")) == "<Adapter2025_06_18 2025-06-18>"
