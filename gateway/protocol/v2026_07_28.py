@@ -340,8 +340,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def client_read_acknowledgement(self, event: Event) -> Interest | None:
         if event.method != ACKNOWLEDGED:
             return None
-        got = event.params.get("notifications")
-        return self.listen_interest({"notifications": got}) if isinstance(got, dict) else Interest()
+        # A filter that is no object honours nothing (listen_interest reads it so).
+        return self.listen_interest({"notifications": event.params.get("notifications")})
 
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False

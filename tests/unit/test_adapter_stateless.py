@@ -75,6 +75,7 @@ def test_input_responses_and_state_must_be_well_formed(
     assert isinstance(item, DecodeFailure)
     assert item.failure.kind is FailureKind.INVALID_PARAMS
     assert item.failure.message == said
+    assert item.method == method and item.id == 1
 
 
 def test_a_request_without_meta_says_what_is_required() -> None:
@@ -112,6 +113,11 @@ def test_answers_and_state_are_taken_out_of_the_params() -> None:
     assert lifted == {"a": 1} and answers == {"q": Answer(result={})} and state is None
     lifted, answers, state = MODERN.answers_for(Operation.TOOLS_CALL, {"requestState": "s"})
     assert lifted == {} and answers is None and state == "s"
+    lifted, answers, state = MODERN.answers_for(
+        Operation.PROMPTS_GET, {"inputResponses": {"q": {"roots": []}}, "name": "p"}
+    )
+    assert lifted == {"name": "p"} and answers == {"q": Answer(result={"roots": []})}
+    assert state is None
     untouched = {"a": 1}
     assert MODERN.answers_for(Operation.TOOLS_CALL, untouched) == (untouched, None, None)
 

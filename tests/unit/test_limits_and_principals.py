@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
 import sys
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -93,3 +95,26 @@ def test_header_values_cannot_run_together() -> None:
     assert principals.of({"authorization": "ab", "x-tenant": "c"}) != principals.of(
         {"authorization": "a", "x-tenant": "bc"}
     )
+
+
+def test_an_unlimited_descriptor_limit_counts_as_a_large_one(monkeypatch: Any) -> None:
+    infinity = resource.RLIM_INFINITY
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (infinity, infinity))
+    assert DescriptorBudget.limit() == 1 << 20
+    assert not DescriptorBudget(8).exhausted()
+
+
+def test_new_work_is_refused_once_only_the_reserve_is_left(monkeypatch: Any) -> None:
+    """A limit of exactly what is open plus the reserve: spent; one more: not yet."""
+    spare = {"n": 0}
+
+    def limit_at_the_reserve(which: int) -> tuple[int, int]:
+        return len(os.listdir("/proc/self/fd")) + spare["n"], resource.RLIM_INFINITY
+
+    monkeypatch.setattr(resource, "getrlimit", limit_at_the_reserve)
+    spare["n"] = 1
+    assert DescriptorBudget(1).exhausted()
+    spare["n"] = 2
+    assert not DescriptorBudget(1).exhausted()
+    spare["n"] = 0
+    assert not DescriptorBudget(0).exhausted()  # no reserve: never refuses

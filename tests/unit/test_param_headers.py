@@ -83,6 +83,7 @@ def test_a_tools_header_parameters_are_worked_out_once_and_the_memo_is_bounded()
         tool({}, oneOf=[{"properties": {"a": header("A")}}]),
         tool({"a": {"anyOf": [header("A")]}}),
         {"name": "t", "inputSchema": {"type": "string", "x-mcp-header": "Root"}},
+        tool({}, **{"not": {"properties": {"a": header("A")}}}),  # `properties` under `not`
     ],
 )
 def test_a_tool_whose_annotation_breaks_the_rules_is_invalid(schema: dict[str, Any]) -> None:
