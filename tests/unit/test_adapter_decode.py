@@ -427,6 +427,7 @@ def test_2026_other_protocol_version_in_meta_is_unsupported() -> None:
     assert failure.failure.kind is FailureKind.UNSUPPORTED_VERSION
     assert failure.failure.data["requested"] == "2025-06-18"
     assert MODERN in failure.failure.data["supported"]
+    assert failure.failure.message == "Unsupported protocol version: 2025-06-18"
 
 
 def test_2026_log_level_is_lifted_and_checked() -> None:
@@ -435,6 +436,7 @@ def test_2026_log_level_is_lifted_and_checked() -> None:
     assert call.meta == {}
     failure = failure_of(MODERN, message(MODERN, "tools/list", meta={LEVEL: "chatty"}))
     assert failure.failure.kind is FailureKind.INVALID_PARAMS
+    assert failure.failure.message == "unknown log level: 'chatty'"
 
 
 def test_2026_protocol_meta_keys_do_not_leak_into_meta() -> None:

@@ -684,3 +684,9 @@ def test_required_fields_without_a_flat_form_refuse_the_question_naming_them() -
         "the client speaks MCP 2025-06-18, whose elicitation schemas cannot express "
         "the required field(s) tags, mood"
     )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_prompt_message_that_is_no_object_is_passed_on_as_sent(version: str) -> None:
+    out = encode(version, Operation.PROMPTS_GET, {"messages": ["no content", {"role": "user"}]})
+    assert out["messages"] == ["no content", {"role": "user"}]

@@ -288,6 +288,8 @@ def test_a_tasks_input_requests_are_projected_as_input_requests() -> None:
             "params": {"message": "m", "elicitationId": "e", "_meta": {"x": 1}, "task": {}},
         },
         "q2": "junk",
+        "q3": {"method": "roots/list", "params": None},
+        "q4": {"method": "vendor/ask", "params": {"_meta": {"x": 1}}},
     }
     got = MODERN.project_result(
         Operation.TASKS_GET, {"taskId": "t", "inputRequests": asked}, ServerProfile()
@@ -295,6 +297,8 @@ def test_a_tasks_input_requests_are_projected_as_input_requests() -> None:
     assert got["inputRequests"] == {
         "q1": {"method": "elicitation/create", "params": {"message": "m"}},
         "q2": "junk",
+        "q3": {"method": "roots/list", "params": None},
+        "q4": {"method": "vendor/ask", "params": {"_meta": {"x": 1}}},
     }
     other = MODERN.project_result(
         Operation.TOOLS_CALL, {"content": [], "inputRequests": asked}, ServerProfile()
