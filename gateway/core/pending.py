@@ -26,7 +26,8 @@ class Questions(Generic[Q, A]):
     awaits.  ``changed`` is set whenever one is asked (and by the owner, for other
     news, such as the call's end)."""
 
-    def __init__(self, prefix: str = "q") -> None:
+    # Keys are opaque to clients: the prefix only makes them readable in logs.
+    def __init__(self, prefix: str = "q") -> None:  # pragma: no mutate
         self._prefix = prefix
         self._numbers = itertools.count(1)
         self._waiting: dict[str, tuple[Q, asyncio.Future[A]]] = {}

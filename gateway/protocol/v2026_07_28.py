@@ -341,8 +341,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def client_read_acknowledgement(self, event: Event) -> Interest | None:
         if event.method != ACKNOWLEDGED:
             return None
-        got = event.params.get("notifications")
-        return self.listen_interest({"notifications": got}) if isinstance(got, dict) else Interest()
+        # A filter that is no object honours nothing (listen_interest reads it so).
+        return self.listen_interest({"notifications": event.params.get("notifications")})
 
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
@@ -405,9 +405,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
         paths = self.client_param_paths(tool)
         if not paths:
             return None  # nothing declared (or a tool whose annotations break the rules)
-        args = arguments if isinstance(arguments, dict) else {}
         for path, name in paths.items():
-            value: Any = args
+            value: Any = arguments  # not an object: no value at any path
             for key in path:
                 value = value.get(key) if isinstance(value, dict) else None
             header = headers.get(name.lower())

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gateway.core import Failure, FailureKind, Preamble, SessionView
-from gateway.protocol.adapter import Adapter, encode_header_value
+from gateway.core import ClientContext, Failure, FailureKind, Preamble, SessionView
+from gateway.protocol.adapter import Adapter, adapter_of, encode_header_value
 from gateway.protocol.selection import AdapterSet
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 
@@ -92,6 +92,9 @@ def test_unknown_header_without_session() -> None:
     assert isinstance(selected, Failure)
     assert selected.kind is FailureKind.UNSUPPORTED_VERSION
     assert selected.data["supported"] == [MODERN]
+    # The spec's wording, and what was asked for.
+    assert selected.message == "Unsupported protocol version: 2099-01-01"
+    assert selected.data["requested"] == "2099-01-01"
 
 
 def test_unknown_header_with_session() -> None:
@@ -123,7 +126,7 @@ def test_initialize_known_version(version: str) -> None:
     assert version_of(select(initialize(version))) == version
 
 
-@pytest.mark.parametrize("requested", ["2099-01-01", MODERN, "1.0", 5, None])
+@pytest.mark.parametrize("requested", ["2099-01-01", MODERN, "1.0", 5, None, ["2025-06-18"]])
 def test_initialize_unknown_version_gets_the_newest_handshake(requested: Any) -> None:
     assert version_of(select(initialize(requested))) == "2025-11-25"
 
@@ -465,3 +468,21 @@ def test_param_headers_only_on_2026_streamable_http() -> None:
     # A tool whose annotations break the rules declares nothing to check.
     broken = {"inputSchema": {"properties": {"a": {"type": "array", "x-mcp-header": "A"}}}}
     assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, {}) is None
+
+
+def test_a_set_needs_an_adapter_and_only_known_revisions() -> None:
+    with pytest.raises(ValueError) as empty:
+        AdapterSet([])
+    assert str(empty.value) == "an AdapterSet needs at least one adapter"
+    with pytest.raises(ValueError) as unknown:
+        SET.only(["2099-01-01", "2025-06-18", "1999-01-01"])
+    assert str(unknown.value) == "unknown protocol revision(s): 1999-01-01, 2099-01-01"
+
+
+def test_only_a_decoding_adapter_is_the_calls_adapter() -> None:
+    assert (
+        adapter_of(ClientContext("2025-06-18", adapter=SET.by_version["2025-06-18"]))
+        is (SET.by_version["2025-06-18"])
+    )
+    assert adapter_of(ClientContext("2025-06-18")) is None
+    assert adapter_of(ClientContext("2025-06-18", adapter="2025-06-18")) is None

@@ -103,10 +103,9 @@ class AdapterClientRole(Projection):
         )
 
     def client_project_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
-        projected = keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
-        if "elicitation" in projected and AskKind.ELICIT not in self.ask_kinds:
-            projected.pop("elicitation")
-        return projected
+        # A revision lists `elicitation` among its client capabilities exactly when
+        # it can ask it (a unit test holds every revision to that).
+        return keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
 
     def client_decorate_params(self, call: Call, params: dict[str, Any]) -> dict[str, Any]:
         """Handshake revisions: the session carries who we are; only _meta pass-through."""
