@@ -14,7 +14,6 @@ from gateway.core import (
     ASK_KINDS,
     Answer,
     Ask,
-    AskKind,
     Call,
     Event,
     Failure,
