@@ -136,7 +136,7 @@ class Responder:
             await stream.write(self._frame(message))
 
     def _frame(self, message: Any) -> bytes:
-        data = orjson.dumps(message).decode()
+        data = orjson.dumps(message)
         if self._log is not None:
             return self._log.record(self._number, data)
         return encode_event(data, event="message")
@@ -487,7 +487,7 @@ class Endpoint:
                     continue
                 if message is None:
                     break
-                data = orjson.dumps(message).decode()
+                data = orjson.dumps(message)
                 frame = (
                     log.record(number, data)
                     if log is not None
