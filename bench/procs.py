@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,9 +105,11 @@ class Lab:
     def __post_init__(self) -> None:
         atexit.register(self.close)
 
-    def _spawn(self, name: str, argv: list[str]) -> Proc:
+    def _spawn(
+        self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None
+    ) -> Proc:
         log_path = self.workdir / f"{name}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
         # No proxy may divert loopback traffic.
         for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
             env.pop(key, None)
@@ -125,22 +127,45 @@ class Lab:
         self.procs.append(proc)
         return proc
 
-    def upstream(self, kind: str, timeout: float = 30.0) -> Upstream:
-        """``legacy`` (the demo server) or ``modern`` (bench.upstreams' echo server)."""
-        port, stats_port = free_port(), free_port()
+    def upstream(
+        self, kind: str, timeout: float = 30.0, *, port: int | None = None, name: str = ""
+    ) -> Upstream:
+        """``legacy`` (the demo server) or ``modern`` (bench.upstreams' echo server).
+        Given a ``port``, it shares it with the others given it (SO_REUSEPORT)."""
+        shared = port is not None
+        port, stats_port = port or free_port(), free_port()
         argv = [sys.executable, "-m", "bench.upstreams", kind, str(port), str(stats_port)]
-        proc = self._spawn(f"upstream-{kind}", argv)
+        argv += ["--reuse-port"] if shared else []
+        proc = self._spawn(name or f"upstream-{kind}", argv)
         _wait_port(port, timeout, proc)
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
-    def refproxy(
-        self, name: str, target: str, timeout: float = 30.0, wrapper: Sequence[str] = ()
-    ) -> Mid:
-        """``wrapper``: a command the proxy runs under (``valgrind ...``)."""
+    def otlp_sink(self, timeout: float = 30.0) -> Sink:
+        """A local OTLP/HTTP trace sink (bench.otlpsink) for traced gateways."""
         port = free_port()
-        argv = [*wrapper, sys.executable, "-m", "bench.refproxy", str(port), target]
+        proc = self._spawn("otlp-sink", [sys.executable, "-m", "bench.otlpsink", str(port)])
+        _wait_port(port, timeout, proc)
+        return Sink(proc, f"http://{HOST}:{port}")
+
+    def refproxy(
+        self,
+        name: str,
+        target: str,
+        timeout: float = 30.0,
+        wrapper: Sequence[str] = (),
+        *,
+        port: int | None = None,
+        extra: Sequence[str] = (),
+    ) -> Mid:
+        """``wrapper``: a command the proxy runs under (``valgrind ...``); ``extra``: more
+        options (``--route``, ``--reuse-port``, ``--uvloop``: see bench.refproxy)."""
+        shared = port is not None
+        port = port or free_port()
+        argv = [*wrapper, sys.executable, "-m", "bench.refproxy", str(port), target, *extra]
         proc = self._spawn(name, argv)
+        if shared:  # another may already answer on the port: this one says when it listens
+            _wait_output(proc, "http://", timeout)
         _wait_port(port, timeout, proc)
         return Mid(proc, f"http://{HOST}:{port}/mcp", gateway=False)
 
@@ -154,10 +179,16 @@ class Lab:
         trace_path: Path | None = None,
         timeout: float = 30.0,
         wrapper: Sequence[str] = (),
+        launch: Sequence[str] = (),
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> Mid:
-        """``trace_path``: run it under `bench.pathtrace` (see bench.path)."""
-        port = free_port()
-        launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch"]
+        """``trace_path``: run it under `bench.pathtrace` (see bench.path); ``launch``:
+        more `bench.gwlaunch` options; ``extra``: more `serve` arguments (routes,
+        ``--workers``); ``env``: more environment (``GATEWAY_*`` settings)."""
+        port = port or free_port()
+        launcher = [*wrapper, sys.executable, "-m", "bench.gwlaunch", *launch]
         if profile_path is not None:
             launcher += ["--profile", str(profile_path)]
         if trace_path is not None:
@@ -177,8 +208,9 @@ class Lab:
             # Explicit both ways: the gateway's default (auto) takes uvloop when installed.
             "--loop",
             "uvloop" if uvloop else "asyncio",
+            *extra,
         ]
-        proc = self._spawn(name, argv)
+        proc = self._spawn(name, argv, env)
         base = f"http://{HOST}:{port}"
         # /readyz answers 200 once the gateway has probed the upstream's revision.
         _wait_http(base + "/readyz", timeout, proc)
@@ -207,6 +239,24 @@ class Upstream:
 
 
 @dataclass
+class Sink:
+    proc: Proc
+    url: str
+
+    def stats(self) -> dict[str, int]:
+        """Export requests, bytes and spans received so far (see bench.otlpsink)."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(self.url + "/stats", timeout=5) as response:
+            counts: dict[str, int] = json.loads(response.read())
+        return counts
+
+    def traced(self) -> dict[str, str]:
+        """The environment that makes a gateway export its traces here (the SDK's
+        defaults otherwise: every span sampled, batches of 512, every 5 s at most)."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.url, "OTEL_SERVICE_NAME": "bench-gateway"}
+
+
+@dataclass
 class Mid:
     """What sits between client and upstream: the reference proxy or a gateway."""
 
@@ -227,6 +277,16 @@ def _wait_port(port: int, timeout: float, proc: Proc) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{proc.name} did not listen on {HOST}:{port} within {timeout}s")
+
+
+def _wait_output(proc: Proc, needle: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.check_alive()
+        if needle in proc.log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{proc.name} did not print {needle!r} within {timeout}s")
 
 
 def _wait_http(url: str, timeout: float, proc: Proc) -> None:

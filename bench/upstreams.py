@@ -3,6 +3,7 @@ they accept.
 
     python -m bench.upstreams legacy PORT STATS_PORT   # the gateway's demo server (2025-11-25)
     python -m bench.upstreams modern PORT STATS_PORT   # a tiny 2026-07-28 echo server
+    python -m bench.upstreams modern PORT STATS_PORT --reuse-port  # one of several on PORT
 
 Both serve MCP at ``/mcp`` on 127.0.0.1:PORT and print their URL once listening.
 On STATS_PORT a raw TCP listener (not HTTP, so asking does not count as a
@@ -128,11 +129,13 @@ async def _stats(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     writer.close()
 
 
-async def main(kind: str, port: int, stats_port: int) -> None:
+async def main(kind: str, port: int, stats_port: int, reuse_port: bool = False) -> None:
     _count_connections()
     runner = web.AppRunner(_app(kind), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    # With reuse_port, several processes listen on PORT and the kernel spreads the
+    # connections over them (bench.scale: the upstream must not be what limits).
+    await web.TCPSite(runner, "127.0.0.1", port, reuse_port=reuse_port or None).start()
     stats = await asyncio.start_server(_stats, "127.0.0.1", stats_port)
     print(f"http://127.0.0.1:{port}/mcp", flush=True)
     try:
@@ -143,6 +146,9 @@ async def main(kind: str, port: int, stats_port: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("legacy", "modern"):
-        sys.exit("usage: python -m bench.upstreams legacy|modern PORT STATS_PORT")
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    args = sys.argv[1:]
+    reuse = "--reuse-port" in args
+    args = [a for a in args if a != "--reuse-port"]
+    if len(args) != 3 or args[0] not in ("legacy", "modern"):
+        sys.exit("usage: python -m bench.upstreams legacy|modern PORT STATS_PORT [--reuse-port]")
+    asyncio.run(main(args[0], int(args[1]), int(args[2]), reuse))

@@ -30,6 +30,37 @@ INFO = "io.modelcontextprotocol/clientInfo"
 CLIENT_INFO = {"name": "gateway-bench", "version": "0"}
 
 
+def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
+    """What a 2026-07-28 client's POST carries besides its body."""
+    headers = {
+        "Content-Type": JSON,
+        "Accept": f"{JSON}, {EVENT_STREAM}",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def modern_call(
+    i: int, name: str, arguments: dict[str, Any], capabilities: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A 2026-07-28 ``tools/call`` with its per-request ``_meta``."""
+    meta = {PV: MODERN, CAPS: {"elicitation": {}} if capabilities is None else capabilities}
+    meta[INFO] = CLIENT_INFO
+    params = {"name": name, "arguments": arguments, "_meta": meta}
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+
+
+def initialize(version: str, id_: Any = 0) -> dict[str, Any]:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}
+    return {"jsonrpc": "2.0", "id": id_, "method": "initialize", "params": params}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
 class BadReply(Exception):
     """The server answered, but not what the call should get."""
 
@@ -99,15 +130,7 @@ class ModernClient(Client):
         self.meta = {PV: MODERN, CAPS: {"elicitation": {}}, INFO: CLIENT_INFO}
 
     def headers(self, method: str, name: str | None = None) -> dict[str, str]:
-        headers = {
-            "Content-Type": JSON,
-            "Accept": f"{JSON}, {EVENT_STREAM}",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": method,
-        }
-        if name is not None:
-            headers["Mcp-Name"] = name
-        return headers
+        return modern_headers(method, name)
 
     async def call_tool(
         self, i: int, name: str, arguments: dict[str, Any], **extra: Any

@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from gateway.bridge.scopes import Scopes
 from gateway.core import (
     Call,
     ClientContext,
@@ -128,7 +129,7 @@ class _Feed:
     exchange: Exchange  # whose credentials and client context open it
     filter: Interest = field(default_factory=Interest)
     task: asyncio.Task[None] | None = None
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
     honoured: Interest | None = None
 
 
@@ -146,6 +147,7 @@ class SubscriptionHub:
         self.adapters = adapters or AdapterSet.default()
         self.ack_timeout = ack_timeout
         self._listeners: dict[str, Listener] = {}
+        self._scopes = Scopes()  # the listeners by scope, and what each scope wants
         # Handshake-era upstreams: (scope, uri) -> listeners watching it upstream.
         self._counts: dict[tuple[str, str], int] = {}
         self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
@@ -215,7 +217,9 @@ class SubscriptionHub:
         listener = Listener(key, scope, sink)
         if previous is not None:
             listener.uris = previous.uris  # a re-initialize keeps its subscriptions
+            self._scopes.remove(previous.scope, key, previous.lists, previous.uris)
         self._listeners[key] = listener
+        self._scopes.add(scope, key, listener.lists, listener.uris)
         self._exchanges.setdefault(scope, exchange)
         self.want_lists(key, lists)
         return listener
@@ -225,7 +229,9 @@ class SubscriptionHub:
         listener = self._listeners.get(key)
         if listener is None:
             return
-        listener.lists = self._list_methods() if on else frozenset()
+        lists = self._list_methods() if on else frozenset()
+        self._scopes.lists(listener.scope, listener.lists, lists)
+        listener.lists = lists
         if on and not self.upstream.stateless:
             self._background(self._attach(listener.scope))
         else:
@@ -238,7 +244,8 @@ class SubscriptionHub:
         listener = self._listeners.pop(key, None)
         if listener is None:
             return
-        alone = not any(other.scope == listener.scope for other in self._listeners.values())
+        self._scopes.remove(listener.scope, key, listener.lists, listener.uris)
+        alone = not self._scopes.occupied(listener.scope)
         if upstream_gone and alone and not self.upstream.stateless:
             for uri in listener.uris:
                 self._counts.pop((listener.scope, uri), None)
@@ -248,7 +255,7 @@ class SubscriptionHub:
 
     def _forget(self, scope: str) -> None:
         """Nobody listens in ``scope`` any more: drop what the hub kept for it."""
-        if not any(other.scope == scope for other in self._listeners.values()):
+        if not self._scopes.occupied(scope):
             self._exchanges.pop(scope, None)
 
     async def _attach(self, scope: str) -> None:
@@ -276,17 +283,27 @@ class SubscriptionHub:
             return refused
         self._exchanges.setdefault(listener.scope, exchange)
         if self.upstream.stateless:
-            listener.uris.add(uri)
+            self._watch(listener, uri)
             failure = await self._refresh(listener.scope, wait=True)
             if failure is not None:
-                listener.uris.discard(uri)
+                self._unwatch(listener, uri)
                 self._background(self._refresh(listener.scope))
                 return failure
             return Value({})
         outcome = await self._hold(listener.scope, uri, exchange, call)
         if not isinstance(outcome, Failure):
-            listener.uris.add(uri)
+            self._watch(listener, uri)
         return outcome
+
+    def _watch(self, listener: Listener, uri: str) -> None:
+        if uri not in listener.uris and self._listeners.get(listener.key) is listener:
+            self._scopes.uri(listener.scope, uri, +1)
+        listener.uris.add(uri)
+
+    def _unwatch(self, listener: Listener, uri: str) -> None:
+        if uri in listener.uris and self._listeners.get(listener.key) is listener:
+            self._scopes.uri(listener.scope, uri, -1)
+        listener.uris.discard(uri)
 
     async def unsubscribe(self, key: str, call: Call, exchange: Exchange) -> Outcome:
         listener = self._listeners.get(key)
@@ -295,7 +312,7 @@ class SubscriptionHub:
             return await self.upstream.execute(call, exchange)
         if uri not in listener.uris:
             return Value({})
-        listener.uris.discard(uri)
+        self._unwatch(listener, uri)
         if self.upstream.stateless:
             await self._refresh(listener.scope)
         else:
@@ -389,6 +406,7 @@ class SubscriptionHub:
             f"listen-{next(self._listens)}", scope, exchange.emit, frozenset(lists), ready=False
         )
         self._listeners[listener.key] = listener
+        self._scopes.add(scope, listener.key, listener.lists, ())
         try:
             kept: list[str] | None = None
             if wanted.uris is not None and self._reader.client_can_subscribe(capabilities):
@@ -400,7 +418,7 @@ class SubscriptionHub:
                     if isinstance(outcome, Failure):
                         log.info("upstream refused a subscription", uri=uri, error=outcome.message)
                         continue
-                    listener.uris.add(uri)
+                    self._watch(listener, uri)
                     kept.append(uri)
             honoured = Interest(frozenset(lists), None if kept is None else tuple(kept))
             if lists and not listener.uris:
@@ -418,8 +436,9 @@ class SubscriptionHub:
         """An upstream notification for ``scope``: to every listener that wants it."""
         if event.method not in ROUTED:
             return
-        for listener in list(self._listeners.values()):
-            if listener.scope != scope or not listener.wants(event):
+        for key in self._scopes.keys(scope):
+            listener = self._listeners.get(key)
+            if listener is None or not listener.wants(event):
                 continue
             try:
                 await listener.sink(event)
@@ -429,14 +448,9 @@ class SubscriptionHub:
     # ------------------------------------------- stateless upstream: the feed
 
     def _union(self, scope: str) -> Interest:
-        lists: set[str] = set()
-        uris: set[str] = set()
-        for listener in self._listeners.values():
-            if listener.scope == scope:
-                lists |= listener.lists
-                uris |= listener.uris
-        wanted = frozenset(lists) & self._list_methods()
-        return Interest(wanted, tuple(sorted(uris)[:MAX_URIS]) if uris else None)
+        lists, uris = self._scopes.wanted(scope)
+        wanted = lists & self._list_methods()
+        return Interest(wanted, tuple(uris[:MAX_URIS]) if uris else None)
 
     async def _refresh(self, scope: str, wait: bool = False) -> Failure | None:
         """Bring the scope's upstream listen in line with what its listeners want."""
@@ -445,7 +459,7 @@ class SubscriptionHub:
         wanted = self._union(scope)
         feed = self._feeds.get(scope)
         if feed is not None and feed.filter == wanted and feed.task and not feed.task.done():
-            return await self._settled(feed) if wait else None
+            return await self._acknowledged(feed) if wait else None
         if feed is not None and feed.task is not None:
             feed.task.cancel()
         if wanted.empty:
@@ -457,12 +471,12 @@ class SubscriptionHub:
         feed = _Feed(scope, exchange, wanted)
         self._feeds[scope] = feed
         feed.task = asyncio.get_running_loop().create_task(self._run_feed(feed))
-        return await self._settled(feed) if wait else None
+        return await self._acknowledged(feed) if wait else None
 
-    async def _settled(self, feed: _Feed) -> Failure | None:
+    async def _acknowledged(self, feed: _Feed) -> Failure | None:
         try:
             async with asyncio.timeout(self.ack_timeout):
-                await feed.settled.wait()
+                await feed.acknowledged.wait()
         except TimeoutError:
             return Failure(
                 FailureKind.UPSTREAM_TIMEOUT, "the upstream did not acknowledge the subscription"
@@ -488,7 +502,7 @@ class SubscriptionHub:
                         feed.honoured = honoured
                         acknowledged = True
                         failures = 0
-                        feed.settled.set()
+                        feed.acknowledged.set()
                         continue
                     await self.dispatch(feed.scope, event)
             except asyncio.CancelledError:
@@ -499,7 +513,7 @@ class SubscriptionHub:
                 log.info("upstream listen lost", error=str(exc))
             if not acknowledged:
                 failures += 1
-                feed.settled.set()  # whoever waits for this attempt hears it failed
+                feed.acknowledged.set()  # whoever waits for this attempt hears it failed
             if failures >= MAX_REOPEN_FAILURES:
                 log.warning("giving up on the upstream listen", scope=feed.scope)
                 return

@@ -31,7 +31,15 @@ class Questions(Generic[Q, A]):
         self._prefix = prefix
         self._numbers = itertools.count(1)
         self._waiting: dict[str, tuple[Q, asyncio.Future[A]]] = {}
-        self.changed = asyncio.Event()
+        # Made when first needed: a session's questions are mostly never asked, and an
+        # Event is a deque (~700 B).
+        self._changed: asyncio.Event | None = None
+
+    @property
+    def changed(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -71,6 +79,13 @@ class Questions(Generic[Q, A]):
             if not future.done():
                 future.set_result(answer_for(question))
         self._waiting.clear()
+
+    def take_all(self) -> list[tuple[Q, asyncio.Future[A]]]:
+        """Hand every question still waiting to whoever answers them now (they stop
+        being held here; their askers keep waiting on the same futures)."""
+        taken = [(q, future) for q, future in self._waiting.values() if not future.done()]
+        self._waiting.clear()
+        return taken
 
     def cancel_all(self) -> None:
         """Nobody will answer any more (the client's session ended): every asker

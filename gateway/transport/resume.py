@@ -10,7 +10,7 @@ oldest events go first, so a client that stays away too long misses them.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.wire.sse import encode_event
 
@@ -25,7 +25,9 @@ RETRY_MS = 1000
 class _Stream:
     seq: int = 0
     done: bool = False
-    events: deque[tuple[int, bytes]] = field(default_factory=deque)
+    # Made at the first event kept: an empty deque costs ~600 B, and an idle stream
+    # (or a POST answered in one piece) keeps none.
+    events: deque[tuple[int, bytes]] | None = None
 
 
 class EventLog:
@@ -35,7 +37,8 @@ class EventLog:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self._streams: dict[int, _Stream] = {}
-        self._order: deque[tuple[int, int]] = deque()  # (stream, size), oldest first
+        # (stream, size), oldest first; made at the first event kept (see _Stream.events).
+        self._order: deque[tuple[int, int]] | None = None
         self._bytes = 0
         self._next = 0
         # The standalone (GET) stream's number: resumed, it goes on with new messages.
@@ -55,12 +58,16 @@ class EventLog:
         """The event that opens a stream: its first id, no data, the retry delay."""
         return encode_event("", id=f"{stream}.0", retry=RETRY_MS)
 
-    def record(self, stream: int, data: str) -> bytes:
+    def record(self, stream: int, data: bytes | str) -> bytes:
         """One message event on ``stream``, with its id; kept for replay."""
         entry = self._streams.setdefault(stream, _Stream())
         entry.seq += 1
         frame = encode_event(data, event="message", id=f"{stream}.{entry.seq}")
         if len(frame) <= self.max_bytes:
+            if entry.events is None:
+                entry.events = deque()
+            if self._order is None:
+                self._order = deque()
             entry.events.append((entry.seq, frame))
             self._order.append((stream, len(frame)))
             self._bytes += len(frame)
@@ -84,19 +91,21 @@ class EventLog:
         entry = self._streams.get(int(number))
         if entry is None:
             return None
-        missed = [frame for n, frame in entry.events if n > int(seq)]
+        missed = [frame for n, frame in entry.events or () if n > int(seq)]
         return int(number), missed, entry.done
 
     @property
     def size(self) -> tuple[int, int]:
         """Events and bytes kept."""
-        return len(self._order), self._bytes
+        return len(self._order or ()), self._bytes
 
     def _evict(self) -> None:
-        while self._order and (len(self._order) > self.max_events or self._bytes > self.max_bytes):
-            stream, size = self._order.popleft()
+        order = self._order
+        while order and (len(order) > self.max_events or self._bytes > self.max_bytes):
+            stream, size = order.popleft()
             self._bytes -= size
             entry = self._streams[stream]
+            assert entry.events is not None  # (it holds the event `order` named)
             entry.events.popleft()
             if entry.done and not entry.events:
                 del self._streams[stream]

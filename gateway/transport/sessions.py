@@ -25,6 +25,7 @@ import structlog
 from gateway.core import Answer, Ask, Downstream, Failure, RequestId, SessionView
 from gateway.core.pending import Questions
 from gateway.core.shares import FairTable
+from gateway.transport.outbox import Outbox
 
 log = structlog.get_logger(__name__)
 
@@ -39,10 +40,9 @@ class Session:
     last_seen: float = field(default_factory=time.monotonic)
     # Requests pushed to the client (by request id), waiting for its answer.
     questions: Questions[Ask, Answer] = field(default_factory=lambda: Questions("gw-"))
-    # Messages for the client's standalone stream (GET, or the HTTP+SSE stream).
-    outbox: asyncio.Queue[dict[str, Any] | None] = field(
-        default_factory=lambda: asyncio.Queue(MAX_QUEUED)
-    )
+    # Messages for the client's standalone stream (GET, or the HTTP+SSE stream): made
+    # when first needed (most sessions never get a message outside their calls).
+    _outbox: Outbox[dict[str, Any] | None] | None = field(default=None, init=False, repr=False)
     # The client's calls in flight, by its request id: what notifications/cancelled names.
     running: dict[RequestId, asyncio.Task[Any]] = field(default_factory=dict)
     stream_open: bool = False
@@ -55,6 +55,15 @@ class Session:
     @property
     def id(self) -> str:
         return self.view.id
+
+    @property
+    def outbox(self) -> Outbox[dict[str, Any] | None]:
+        """Messages for the standalone stream; ``None`` (queued once it closed) ends it."""
+        if self._outbox is None:
+            self._outbox = Outbox(MAX_QUEUED)
+            if self.closed:
+                self._outbox.put_nowait(None)
+        return self._outbox
 
     @property
     def idle(self) -> bool:
@@ -92,8 +101,9 @@ class Session:
             self.on_close.clear()
         self.closed = True
         self.questions.cancel_all()
-        with contextlib.suppress(asyncio.QueueFull):
-            self.outbox.put_nowait(None)  # wakes a stream reader so it can end
+        if self._outbox is not None:  # (one made later starts with its end in it)
+            with contextlib.suppress(asyncio.QueueFull):
+                self._outbox.put_nowait(None)  # wakes a stream reader so it can end
 
 
 # Seconds a session may stay idle; sessions in all, and per principal.
@@ -155,12 +165,14 @@ class SessionStore:
         principal: str,
         capabilities: dict[str, Any] | None = None,
         info: dict[str, Any] | None = None,
+        adapter: object = None,
     ) -> Session:
         """A new session.  Callers ask :meth:`room_for` first; what this one counts
         can go past a bound only by the handshakes already under way."""
         # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
         session_id = self.id_prefix + secrets.token_urlsafe(32)
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
+        view.adapter = adapter
         session = Session(view, principal)
         self._sessions[session_id] = session
         self.shares.add(principal, session_id)

@@ -28,6 +28,7 @@ from gateway.core import (
     FailureKind,
     Operation,
     Outcome,
+    ServerProfile,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.core.keylocks import KeyedLocks
@@ -55,6 +56,9 @@ MAX_POOLS_PER_PRINCIPAL = 16
 MAX_POOLS = 4096
 # A pool nobody has used for this long is ended (seconds); the next call re-opens it.
 POOL_IDLE = 600.0
+# Expired pools a sweep ends at once: thousands expiring together must not open as
+# many upstream connections (each end is a DELETE) and descriptors in one burst.
+ENDING_AT_ONCE = 8
 # How long a new session's first call waits for the session's own stream (seconds).
 LISTEN_SETTLE = 2.0
 # How long ending a session waits for the cancel notices sent before it (seconds).
@@ -105,12 +109,20 @@ class SessionPool:
         self._levels: dict[str, str] = {}
         self.unsolicited = Unsolicited(calls, settings.url)
         self.on_session: SessionCallback | None = None
+        self._profile: ServerProfile | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def find(self, key: str) -> UpstreamSession | None:
         return self._sessions.get(key)
+
+    def _shared(self, profile: ServerProfile) -> ServerProfile:
+        """The profile the last session opened got, when this one's is the same (an
+        upstream tells every session the same): one copy for thousands of sessions."""
+        if profile != self._profile:
+            self._profile = profile
+        return self._profile
 
     def adopt(self, key: str, session: UpstreamSession) -> None:
         """Keep a session opened elsewhere (by the era probe) under ``key``."""
@@ -185,7 +197,7 @@ class SessionPool:
         return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
 
     def _idle(self, session: UpstreamSession) -> bool:
-        busy = session.inflight.calls or session.held
+        busy = session.inflight.calls or len(session.held)
         return not busy and not self.watched(session.key or "")
 
     async def _make_room(self, principal: str) -> None:
@@ -213,8 +225,9 @@ class SessionPool:
 
     def _sweep(self) -> None:
         self._sweeper = None
-        for key in self.expired(time.monotonic()):
-            self._calls.spawn(self._end_quietly(key))
+        expired = self.expired(time.monotonic())
+        if expired:
+            self._calls.spawn(self._end_expired(expired))
         # A dropped pool's level is kept for its next call to set again; one whose pool
         # was not opened again by now is forgotten (a client session's goes with it).
         for key in [k for k in self._levels if k not in self._sessions and k != SHARED_KEY]:
@@ -225,15 +238,23 @@ class SessionPool:
 
     def expired(self, now: float) -> list[str]:
         """The keys of the pools idle for longer than POOL_IDLE at ``now``."""
-        return [
-            s.key
-            for s in self._pools()
-            if s.key is not None and now - s.last_used > POOL_IDLE and self._idle(s)
-        ]
+        return [s.key for s in self._pools() if s.key is not None and self._expired(s, now)]
 
-    async def _end_quietly(self, key: str) -> None:
-        log.info("ending an idle upstream session", upstream=self.settings.url)
-        await self.end(key)
+    def _expired(self, session: UpstreamSession, now: float) -> bool:
+        return now - session.last_used > POOL_IDLE and self._idle(session)
+
+    async def _end_expired(self, keys: list[str]) -> None:
+        """End these pools, ENDING_AT_ONCE at a time; one used again meanwhile stays."""
+        pending = iter(keys)
+
+        async def ender() -> None:
+            for key in pending:
+                session = self._sessions.get(key)
+                if session is not None and self._expired(session, time.monotonic()):
+                    log.info("ending an idle upstream session", upstream=self.settings.url)
+                    await self.end(key)
+
+        await asyncio.gather(*(ender() for _ in range(min(ENDING_AT_ONCE, len(keys)))))
 
     async def drop(self, key: str, session: UpstreamSession) -> None:
         """Forget a session that stopped working (the next call opens a new one); it
@@ -255,9 +276,7 @@ class SessionPool:
         session.closed = True
         if session.listener is not None:
             session.listener.cancel()
-        for _, future in session.held:
-            if not future.done():
-                future.cancel()
+        session.held.cancel_all()
         try:
             if session.session_id is not None and self.settings.end_sessions:
                 await self._calls.notices_sent(NOTICE_GRACE)
@@ -320,7 +339,7 @@ class SessionPool:
             adapter,
             carrier,
             session_id,
-            profile=adapter.client_read_profile(result),
+            profile=self._shared(adapter.client_read_profile(result)),
             owns_carrier=carrier is not self._primary and carrier is not self._streamable,
             headers={**headers, **adapter.client_headers(None, session_id)},
             key=key,
@@ -338,7 +357,7 @@ class SessionPool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
         if carrier.is_session:
-            await self.unsolicited.settle(session, next(self._calls.ids))
+            await self.unsolicited.ping_first(session, next(self._calls.ids))
         return session
 
     def _client(
@@ -418,7 +437,8 @@ class SessionPool:
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            await self.unsolicited.ask_held(session, exchange)
+            if session.held:  # questions it asked off any call, kept for a client
+                await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.run(session, call, exchange)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")

@@ -91,11 +91,13 @@ class SseParser:
 
         events: list[SseEvent] = []
         buf = self._buf
-        if b"\r" not in buf:
+        # What was held before holds no line ending (CR included): looking for a CR in
+        # the new bytes alone keeps a long line that arrives in many chunks linear.
+        if buf.find(b"\r", scan_from) < 0:
             # LF only (what servers send): split at once, no pattern search per line.
             end = buf.rfind(b"\n", scan_from)
             if end >= 0:
-                for line in bytes(buf[:end]).split(b"\n"):
+                for line in bytes(memoryview(buf)[:end]).split(b"\n"):  # one copy, not two
                     self._line(line, events)
                 del buf[: end + 1]
             self._check_size(len(buf))
@@ -162,7 +164,20 @@ def encode_event(
     retry: int | None = None,
 ) -> bytes:
     """Frame one event; multi-line ``data`` becomes one ``data`` line per line."""
+    head = _head(event, id, retry)
+    if isinstance(data, bytes) and b"\n" not in data and b"\r" not in data and data.isascii():
+        # One line of ASCII (JSON the gateway encoded): framed as it is, with no
+        # decoding, splitting or encoding again of what may be megabytes.
+        return b"".join((head, b"data: " if data else b"data:", data, b"\n\n"))
     text = data.decode("utf-8") if isinstance(data, bytes) else data
+    lines = _SPLIT_LINES.split(text) if "\n" in text or "\r" in text else (text,)
+    # "data:" with nothing after it still dispatches an (empty) event.
+    body = "".join(f"data: {line}\n" if line else "data:\n" for line in lines)
+    return head + (body + "\n").encode("utf-8")
+
+
+def _head(event: str | None, id: str | None, retry: int | None) -> bytes:
+    """The event's field lines before its data."""
     out: list[str] = []
     if event is not None:
         _check_field("event", event)
@@ -176,10 +191,6 @@ def encode_event(
         if retry < 0:
             raise ValueError("SSE retry must be non-negative")
         out.append(f"retry: {retry}\n")
-    for line in _SPLIT_LINES.split(text):
-        # "data:" with nothing after it still dispatches an (empty) event.
-        out.append(f"data: {line}\n" if line else "data:\n")
-    out.append("\n")
     return "".join(out).encode("utf-8")
 
 

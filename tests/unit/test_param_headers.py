@@ -139,7 +139,9 @@ def post(headers: dict[str, str], transport: str = "http", method: str = "POST")
 
 def check(arguments: Any, headers: dict[str, str], schema: dict[str, Any] = SQL) -> str | None:
     """The server's verdict: None, or the mismatch's message."""
-    failure = MODERN.check_param_headers(copy.deepcopy(schema), arguments, post(headers))
+    failure = MODERN.check_param_headers(
+        copy.deepcopy(schema), arguments, MODERN.param_headers_of(post(headers))
+    )
     if failure is None:
         return None
     assert failure.kind is FailureKind.HEADER_MISMATCH
@@ -211,7 +213,8 @@ def test_only_streamable_http_posts_carry_parameter_headers() -> None:
         post({}, transport="sse"),
         post({}, method="GET"),
     ):
-        assert MODERN.check_param_headers(copy.deepcopy(SQL), arguments, preamble) is None
+        assert MODERN.param_headers_of(preamble) is None  # the headers are not read there
+        assert MODERN.check_param_headers(copy.deepcopy(SQL), arguments, None) is None
     # A tool that declares nothing, or breaks the rules, expects nothing.
     assert check(arguments, {}, tool({})) is None
     assert check(arguments, {}, tool({"region": header("Region", "number")})) is None

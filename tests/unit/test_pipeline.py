@@ -51,8 +51,7 @@ class FakeBackend:
     def __init__(self) -> None:
         self.forwarder = FakeForwarder()
 
-    def known_profile(self) -> ServerProfile:
-        return ServerProfile()
+    known = ServerProfile()
 
 
 class FakeAuth:
@@ -90,7 +89,7 @@ class FakeDoor:
         self.asked.append("read")
         return self.body
 
-    def vet(self, adapter: Any, preamble: Preamble, session: Any) -> Failure | None:
+    def check_headers(self, adapter: Any, preamble: Preamble, session: Any) -> Failure | None:
         self.asked.append("vet")
         return self.refuse_adapter
 
@@ -153,7 +152,7 @@ async def test_the_admitted_principal_owns_the_session() -> None:
     assert arrival.principal == "alice"
     assert arrival.opened and arrival.session is not None
     assert arrival.session.principal == "alice"
-    assert arrival.vet_failure is not None  # the route's auth has the last word
+    assert arrival.reword_failure is not None  # the route's auth has the last word
 
 
 async def test_a_body_that_never_arrived_is_not_answered() -> None:

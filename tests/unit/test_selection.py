@@ -226,7 +226,10 @@ def http(
     method: str = "POST",
     transport: str = "http",
 ) -> Preamble:
-    return Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    preamble = Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    # As selection leaves it: the revision the body names for itself, read once.
+    preamble.named_version = SET.named_version(body) if isinstance(body, dict) else None
+    return preamble
 
 
 def modern_headers(method: str = "tools/list", name: str | None = None) -> dict[str, str]:
@@ -403,7 +406,8 @@ TOOL = {
 
 def param_check(arguments: Any, headers: dict[str, str], transport: str = "http") -> Any:
     preamble = http(None, {k.lower(): v for k, v in headers.items()}, transport=transport)
-    return SET.by_version[MODERN].check_param_headers(TOOL, arguments, preamble)
+    adapter = SET.by_version[MODERN]
+    return adapter.check_param_headers(TOOL, arguments, adapter.param_headers_of(preamble))
 
 
 @pytest.mark.parametrize(
@@ -460,10 +464,10 @@ def test_param_headers_only_on_2026_streamable_http() -> None:
     for version in LEGACY:
         adapter = SET.by_version[version]
         assert not adapter.mirrors_params
-        assert adapter.check_param_headers(TOOL, {"region": "x"}, http(None, {})) is None
+        assert adapter.check_param_headers(TOOL, {"region": "x"}, {}) is None
     # A tool whose annotations break the rules declares nothing to check.
     broken = {"inputSchema": {"properties": {"a": {"type": "array", "x-mcp-header": "A"}}}}
-    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, http(None, {})) is None
+    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, {}) is None
 
 
 def test_a_set_needs_an_adapter_and_only_known_revisions() -> None:

@@ -157,3 +157,52 @@ async def test_a_dropped_pools_log_level_is_forgotten_unless_it_comes_back() -> 
     pool._sweep()
     assert pool._levels == {"p:alice:1": "info", "s:client": "error"}
     assert back.key == "p:alice:1"
+
+
+async def test_a_sweep_ends_many_expired_pools_a_few_at_a_time() -> None:
+    """Thousands of pools expiring together must not open as many upstream
+    connections at once (each end is a DELETE); and one used again while the
+    sweep works through the rest is not ended."""
+    pool = Pool()
+    sessions = [(await fill(pool, f"p{n}", 1))[0] for n in range(40)]
+    at_once = 0
+    most = 0
+    release = asyncio.Event()
+
+    class Slow(_Carrier):
+        async def terminate(self, headers: Any) -> None:
+            nonlocal at_once, most
+            at_once += 1
+            most = max(most, at_once)
+            await release.wait()
+            at_once -= 1
+
+    now = time.monotonic()
+    for session in sessions:
+        session.carrier = Slow()  # type: ignore[assignment]
+        session.session_id = "upstream-id"
+        session.last_used = now - pool_module.POOL_IDLE - 1
+    pool._sweep()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert 0 < most <= pool_module.ENDING_AT_ONCE
+    reused = sessions[-1]
+    await pool.get(reused.key or "", exchange(reused.principal), "http", ADAPTER)  # used again
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*pool._calls._background), 5)  # the sweep's work
+    assert len(pool) == 1
+    assert pool.find(reused.key or "") is reused and not reused.closed
+    assert most <= pool_module.ENDING_AT_ONCE
+    await pool.close()
+
+
+def test_sessions_told_the_same_profile_share_one_copy() -> None:
+    """Every session an upstream opens is told the same serverInfo and capabilities:
+    thousands of sessions keep one copy, and a different answer is kept as told."""
+    pool = Pool()
+    info = {"name": "up", "version": "1"}
+    first = pool._shared(ServerProfile(info=dict(info), capabilities={"tools": {}}))
+    again = pool._shared(ServerProfile(info=dict(info), capabilities={"tools": {}}))
+    assert again is first
+    other = ServerProfile(info=dict(info), capabilities={"tools": {}, "logging": {}})
+    assert pool._shared(other) is other

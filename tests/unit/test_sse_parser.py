@@ -215,6 +215,32 @@ def test_encode_event_multiline_and_empty() -> None:
 
 
 @pytest.mark.parametrize(
+    "data", [b'{"x":"y"}', b"", "caf\u00e9".encode(), b"a\nb", b"a\rb", b"\xff"]
+)
+def test_encode_event_frames_bytes_as_their_text(data: bytes) -> None:
+    """Bytes (the gateway's own JSON, framed without decoding when they are one line
+    of ASCII) give exactly the frame their text gives; invalid UTF-8 is refused."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        with pytest.raises(UnicodeDecodeError):
+            encode_event(data)
+        return
+    for fields in ({}, {"event": "message", "id": "3.1", "retry": 5}):
+        assert encode_event(data, **fields) == encode_event(text, **fields)  # type: ignore[arg-type]
+    lines = text.replace("\r\n", "\n").replace("\r", "\n")  # what SSE can carry
+    assert parse(encode_event(data, event="message")) == [SseEvent(data=lines, event="message")]
+
+
+def test_a_cr_after_a_long_line_still_ends_it() -> None:
+    parser = SseParser()
+    assert parser.feed(b"data: " + b"x" * 5000) == []
+    assert parser.feed(b"y" * 5000 + b"\r") == []
+    [event] = parser.feed(b"\r")
+    assert event.data == "x" * 5000 + "y" * 5000
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [{"event": "a\nb"}, {"id": "a\rb"}, {"id": "a\x00b"}, {"retry": -1}],
 )

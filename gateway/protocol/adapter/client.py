@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core import (
+    ASK_KINDS,
     Answer,
     Ask,
-    AskKind,
     Call,
     Event,
     Failure,
@@ -137,7 +137,7 @@ class AdapterClientRole(Projection):
     def client_input_requests(self, message: Message) -> dict[str, Ask]:
         """Asks in an upstream message: a server-initiated request (by its id)."""
         if rpc.is_request(message):
-            kind = AskKind.for_method(message["method"])
+            kind = ASK_KINDS.get(message["method"])
             params = message.get("params")
             if kind is not None:
                 return {

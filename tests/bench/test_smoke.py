@@ -1,0 +1,66 @@
+"""The scale benchmarks run at their tiniest size, so they cannot rot unseen.
+
+Not a measure of anything: the figures of a run this small (and on a shared
+machine) mean nothing, and nothing here compares them with a target.  What is
+checked is that every path each benchmark drives still works end to end (real
+upstreams and gateways, as the benchmark starts them) and that its report has
+the shape its tables are printed from.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bench import idle, scale, size
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def run_json(main: Any, argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main([*argv, "--json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return report
+
+
+def test_idle_opens_holds_and_ends_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(idle.main, ["--tiny"], capsys)
+    rows = {row["kind"]: row for row in report["rows"]}
+    assert list(rows) == [kind.key for kind in idle.KINDS]
+    for kind in idle.KINDS:
+        row = rows[kind.key]
+        assert row["count"] == (1 if kind.stdio else 3)
+        if kind.gauge:
+            # Every one of them was open, and every one ended again.
+            assert row["gauge_open"] - row["gauge_start"] >= row["count"], row
+            assert row["gauge_end"] <= row["gauge_start"], row
+    assert rows["stdio"]["children_open"] >= 1 and rows["stdio"]["children_end"] == 0
+    assert "KiB/thing" in idle.render(report)
+
+
+def test_size_measures_every_path_at_two_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(size.main, ["--tiny"], capsys)
+    assert set(report["measures"]) == {"tools", "results", "batches"}
+    for measure, rows in report["measures"].items():
+        assert {row["path"] for row in rows} == {p.label for p in size.paths_of(measure)}
+        for row in rows:
+            assert [p["size"] for p in row["points"]] == list(report["config"][measure])
+            assert all(p["calls"] >= 2 for p in row["points"])
+            if not row["direct"]:
+                assert all(p["peak_kib"] is not None for p in row["points"])
+    assert "slope of the last step" in size.render(report)
+
+
+def test_scale_runs_every_path_at_two_worker_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(scale.main, ["--tiny"], capsys)
+    config = report["config"]
+    assert config["workers"] == [1, 2]
+    rows = {(row["path"], row["workers"]) for row in report["rows"]}
+    assert rows == {(path, n) for path in config["paths"] for n in (1, 2)}
+    for row in report["rows"]:
+        for side in ("gateway", "reference", "direct"):
+            assert row[side]["calls"] > 0 and row[side]["errors"] == 0, row[side]
+    assert report["verdict"]["too_small"] in (True, False)
+    assert "req/s" in scale.render(report)
