@@ -353,3 +353,32 @@ def test_headers_for_a_request_without_a_call_mirror_its_message() -> None:
     assert bare["Mcp-Method"] == "tools/list" and "Mcp-Name" not in bare
     nameless = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": None}
     assert "Mcp-Name" not in MODERN.client_headers(None, None, nameless)
+
+
+def test_a_tools_call_keeps_its_parameter_headers_for_the_tool_check() -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "t", "_meta": META},
+    }
+    headers = {"mcp-param-region": "eu", "mcp-param-x": "=?base64?eA==?=", "mcp-name": "t"}
+    call = MODERN.decode(Preamble(body=body, headers=headers))[0]
+    assert isinstance(call, Call)
+    assert call.param_headers == {"region": "eu", "x": "=?base64?eA==?="}
+    # Other transports carry none; other requests keep none.
+    over_stdio = MODERN.decode(Preamble(body=body, headers=headers, transport="stdio"))[0]
+    assert over_stdio.param_headers is None
+    listing = {**body, "method": "tools/list", "params": {"_meta": META}}
+    assert MODERN.decode(Preamble(body=listing, headers=headers))[0].param_headers is None
+    legacy = AdapterSet.default().by_version["2025-11-25"]
+    plain = {**body, "params": {"name": "t"}}
+    assert legacy.decode(Preamble(body=plain, headers=headers))[0].param_headers is None
+
+
+def test_a_client_that_declares_the_tasks_extension_is_one_whose_tasks_we_run() -> None:
+    declared = {**META, CAPS: {"extensions": {TASKS_EXTENSION: {}}}}
+    call = decode("tools/list", {"_meta": declared})
+    assert isinstance(call, Call) and call.client.tasks is True
+    plain = decode("tools/list", {"_meta": META})
+    assert isinstance(plain, Call) and plain.client.tasks is False

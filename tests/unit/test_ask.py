@@ -17,6 +17,13 @@ SAMPLE_WITH_TOOLS = Ask(AskKind.SAMPLE, {"messages": [], "maxTokens": 10, "tools
 ROOTS = Ask(AskKind.LIST_ROOTS, {})
 
 
+def test_only_the_three_question_methods_are_questions() -> None:
+    assert AskKind.for_method("elicitation/create") is AskKind.ELICIT
+    assert AskKind.for_method("roots/list") is AskKind.LIST_ROOTS
+    for other in ("tools/call", "", None, 5, ["roots/list"]):
+        assert AskKind.for_method(other) is None  # type: ignore[arg-type]
+
+
 def test_each_question_names_the_capability_it_needs() -> None:
     # A request without `mode` is form mode.
     assert FORM.capability() == {"elicitation": {"form": {}}}
