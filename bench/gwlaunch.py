@@ -10,7 +10,8 @@ installs `bench.pathtrace` (SIGUSR1 / SIGUSR2 switch it on and off).
 ``--tracemalloc PATH`` traces allocations from the start (10 frames) and writes a
 snapshot to PATH.N on each SIGUSR1 (N = 1, 2, ...), as `bench.idle --profile` reads.
 ``--gc-signal`` makes SIGUSR2 run a full garbage collection (`bench.idle` asks, to
-tell memory held by cyclic garbage not yet collected from memory the allocator keeps).
+tell memory held by cyclic garbage not yet collected from memory the allocator keeps);
+with ``--gc-report PATH`` it first writes what that garbage was (types, counted) to PATH.
 ``--patch`` sets a module constant before the gateway starts (a bound that has
 no setting, e.g. ``gateway.upstream.sessions:POOL_IDLE=30``): the bench's
 business only, nothing in ``gateway/`` knows.
@@ -25,6 +26,7 @@ import importlib
 import signal
 import sys
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 
@@ -54,9 +56,22 @@ def trace_allocations(path: Path) -> None:
     signal.signal(signal.SIGUSR1, snapshot)
 
 
-def collect_on_signal() -> None:
+def collect_on_signal(report: Path | None) -> None:
+    """SIGUSR2: a full collection; with ``report``, what it found (cyclic garbage: the
+    count of each type, most first) is written there first."""
+
     def collect(signum: int, frame: FrameType | None) -> None:
-        gc.collect()
+        if report is None:
+            gc.collect()
+            return
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.collect()
+            kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+        finally:
+            gc.garbage.clear()
+            gc.set_debug(0)
+        report.write_text("".join(f"{n} {kind}\n" for kind, n in kinds.most_common(40)))
 
     signal.signal(signal.SIGUSR2, collect)
 
@@ -72,7 +87,8 @@ def main(argv: list[str]) -> None:
     for spec in _options(options, "--tracemalloc"):
         trace_allocations(Path(spec))
     if "--gc-signal" in options:
-        collect_on_signal()
+        reports = _options(options, "--gc-report")
+        collect_on_signal(Path(reports[0]) if reports else None)
     for spec in _options(options, "--patch"):
         patch(spec)
     sys.argv = ["gateway", *gateway_args]

@@ -159,6 +159,7 @@ def _gateway(lab: Lab, config: Config, upstreams: dict[str, Upstream], kind: Kin
     ]  # fmt: skip
     if config.profile:
         launch += ["--tracemalloc", str(lab.workdir / f"{kind.key}.snapshot")]
+        launch += ["--gc-report", str(lab.workdir / f"{kind.key}.garbage")]
     # The bench's own route at /mcp is the modern upstream too (Lab.gateway's first route).
     return lab.gateway(
         f"gateway-{kind.key}",
@@ -245,6 +246,8 @@ async def _phases(config: Config, gw: Mid, base: str, kind: Kind, count: int) ->
         await asyncio.sleep(1.0)  # the gateway sees those connections close
         await _quiet(kind, config)
         opened = Reading.of(proc, base, kind.gauge)
+        # Settled first: the window must not count the tail of opening, or of the reading.
+        await asyncio.sleep(min(2.0, config.idle_s))
         idle = await _idle_cpu(proc, config.idle_s)
         still = Reading.of(proc, base, kind.gauge)
         _snapshot(proc, config)
@@ -319,6 +322,10 @@ def _row(kind: Kind, count: int, p: Phases, config: Config, lab: Lab) -> dict[st
         snapshots = lab.workdir / f"{kind.key}.snapshot"
         row["top_allocations"] = _top_allocations(snapshots, 1, 2)
         row["left_after_end"] = _top_allocations(snapshots, 1, 3, limit=8)
+        garbage = lab.workdir / f"{kind.key}.garbage"
+        row["cyclic_garbage_at_end"] = (
+            garbage.read_text().splitlines()[:15] if garbage.exists() else ["(none reported)"]
+        )
     return row
 
 
@@ -435,6 +442,10 @@ def render(report: dict[str, Any]) -> str:
         for title, key in (
             ("grown while open", "top_allocations"),
             ("left after the end and a gc", "left_after_end"),
+            (
+                "what the gc found after the end (cyclic garbage: objects, type)",
+                "cyclic_garbage_at_end",
+            ),
         ):
             if key in row:
                 lines.append(f"{'':<12} {title}:")

@@ -31,15 +31,7 @@ class Questions(Generic[Q, A]):
         self._prefix = prefix
         self._numbers = itertools.count(1)
         self._waiting: dict[str, tuple[Q, asyncio.Future[A]]] = {}
-        # Made when first needed: a session's questions are mostly never asked, and an
-        # Event is a deque (~700 B).
-        self._changed: asyncio.Event | None = None
-
-    @property
-    def changed(self) -> asyncio.Event:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        return self._changed
+        self.changed = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self._waiting)

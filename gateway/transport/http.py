@@ -487,14 +487,11 @@ class Endpoint:
                     continue
                 if message is None:
                     break
-                data = orjson.dumps(message)
-                frame = (
-                    log.record(number, data)
-                    if log is not None
-                    else encode_event(data, event="message")
-                )
                 async with asyncio.timeout(idle):
-                    await stream.write(frame)
+                    await stream.write(_framed(message, log, number))
+                # Not kept while the stream idles: thousands of idle streams would each
+                # hold the last message they sent.
+                del message
         except (ConnectionResetError, asyncio.CancelledError, TimeoutError):
             pass
         finally:
@@ -596,6 +593,12 @@ def to_web(answer: WholeAnswer) -> web.Response:
     if answer.content_type is not None:
         headers = {**headers, "Content-Type": answer.content_type}
     return web.Response(body=answer.body, status=answer.status, headers=headers)
+
+
+def _framed(message: dict[str, Any], log: EventLog | None, number: int) -> bytes:
+    """A standalone stream's event (with a ``log``, with its id and kept for replay)."""
+    data = orjson.dumps(message)
+    return log.record(number, data) if log is not None else encode_event(data, event="message")
 
 
 async def _queue(session: Session, message: dict[str, Any]) -> None:

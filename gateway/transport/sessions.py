@@ -39,7 +39,8 @@ class Session:
     principal: str
     last_seen: float = field(default_factory=time.monotonic)
     # Requests pushed to the client (by request id), waiting for its answer.
-    questions: Questions[Ask, Answer] = field(default_factory=lambda: Questions("gw-"))
+    # Made when first asked (most sessions never are: an asyncio.Event is a deque, ~700 B).
+    _questions: Questions[Ask, Answer] | None = field(default=None, init=False, repr=False)
     # Messages for the client's standalone stream (GET, or the HTTP+SSE stream): made
     # when first needed (most sessions never get a message outside their calls).
     _outbox: Outbox[dict[str, Any] | None] | None = field(default=None, init=False, repr=False)
@@ -57,6 +58,13 @@ class Session:
         return self.view.id
 
     @property
+    def questions(self) -> Questions[Ask, Answer]:
+        """Requests pushed to the client (by request id), waiting for its answer."""
+        if self._questions is None:
+            self._questions = Questions("gw-")
+        return self._questions
+
+    @property
     def outbox(self) -> Outbox[dict[str, Any] | None]:
         """Messages for the standalone stream; ``None`` (queued once it closed) ends it."""
         if self._outbox is None:
@@ -68,7 +76,7 @@ class Session:
     @property
     def idle(self) -> bool:
         """Nothing in progress: no stream read, no call running, no question asked."""
-        return not (self.stream_open or self.running or self.questions or self.closed)
+        return not (self.stream_open or self.running or self._questions or self.closed)
 
     def deliver(self, message: dict[str, Any]) -> bool:
         """Queue a message for the standalone stream; False when full or closed."""
@@ -82,7 +90,12 @@ class Session:
 
     def resolve(self, request_id: RequestId, answer: Answer) -> bool:
         """The client answered a pushed request: False when nobody waits for it."""
-        return isinstance(request_id, str) and self.questions.answer_one(request_id, answer)
+        questions = self._questions
+        return (
+            isinstance(request_id, str)
+            and questions is not None
+            and (questions.answer_one(request_id, answer))
+        )
 
     def on_end(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` once when the session ends (at once if it has ended: a request
@@ -100,7 +113,8 @@ class Session:
                 hook()
             self.on_close.clear()
         self.closed = True
-        self.questions.cancel_all()
+        if self._questions is not None:
+            self._questions.cancel_all()
         if self._outbox is not None:  # (one made later starts with its end in it)
             with contextlib.suppress(asyncio.QueueFull):
                 self._outbox.put_nowait(None)  # wakes a stream reader so it can end

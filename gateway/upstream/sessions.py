@@ -38,6 +38,7 @@ from gateway.upstream.calls import Calls, listen_named, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.poolcounts import PoolCounts
 from gateway.upstream.roots import answering_roots
 from gateway.upstream.session import UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
@@ -99,6 +100,7 @@ class SessionPool:
         self._primary, self._streamable = carriers
         self._calls = calls
         self._sessions: OrderedDict[str, UpstreamSession] = OrderedDict()
+        self._counts = PoolCounts()  # the pools among them, by principal
         self._locks: KeyedLocks[str] = KeyedLocks()
         # Pools being opened, per principal: counted against the bounds meanwhile.
         self._opening: Counter[str] = Counter()
@@ -127,7 +129,23 @@ class SessionPool:
     def adopt(self, key: str, session: UpstreamSession) -> None:
         """Keep a session opened elsewhere (by the era probe) under ``key``."""
         session.key = key
+        self._keep(key, session)
+
+    def _keep(self, key: str, session: UpstreamSession) -> None:
+        self._unkeep(key)
         self._sessions[key] = session
+        if self._is_pool(session):
+            self._counts.add(session.principal)
+
+    def _unkeep(self, key: str) -> UpstreamSession | None:
+        session = self._sessions.pop(key, None)
+        if session is not None and self._is_pool(session):
+            self._counts.remove(session.principal)
+        return session
+
+    @staticmethod
+    def _is_pool(session: UpstreamSession) -> bool:
+        return session.downstream is None and session.key != SHARED_KEY
 
     async def get(
         self,
@@ -179,7 +197,7 @@ class SessionPool:
             # The client's session ended while this one was opening: nobody will end it.
             await self._terminate(session)
             raise _ended()
-        self._sessions[key] = session
+        self._keep(key, session)
         if downstream is None:
             self._sweep_later()
         level = self._levels.get(key)
@@ -194,7 +212,7 @@ class SessionPool:
 
     def _pools(self) -> list[UpstreamSession]:
         """Stateless clients' shared sessions, least recently used first."""
-        return [s for s in self._sessions.values() if s.downstream is None and s.key != SHARED_KEY]
+        return [s for s in self._sessions.values() if self._is_pool(s)]
 
     def _idle(self, session: UpstreamSession) -> bool:
         busy = session.inflight.calls or len(session.held)
@@ -204,13 +222,11 @@ class SessionPool:
         """Room for one more pool of ``principal``'s, within both bounds: the least
         recently used idle pool is ended (the principal's own first); a Failure when
         every pool in the way is busy."""
-        pools = self._pools()
-        mine = [s for s in pools if s.principal == principal]
-        if len(mine) + self._opening[principal] >= MAX_POOLS_PER_PRINCIPAL:
+        if self._counts.held(principal) + self._opening[principal] >= MAX_POOLS_PER_PRINCIPAL:
+            mine = [s for s in self._pools() if s.principal == principal]
             await self._end_idle(mine, _busy(FailureKind.QUOTA_EXCEEDED, MAX_POOLS_PER_PRINCIPAL))
-            pools = self._pools()
-        if len(pools) + self._opening.total() >= MAX_POOLS:
-            await self._end_idle(pools, _busy(FailureKind.OVERLOADED, MAX_POOLS))
+        if self._counts.total + self._opening.total() >= MAX_POOLS:
+            await self._end_idle(self._pools(), _busy(FailureKind.OVERLOADED, MAX_POOLS))
 
     async def _end_idle(self, pools: list[UpstreamSession], refusal: Failure) -> None:
         idle = next((s for s in pools if self._idle(s)), None)
@@ -260,12 +276,12 @@ class SessionPool:
         """Forget a session that stopped working (the next call opens a new one); it
         is ended upstream too, in case only its stream broke."""
         if self._sessions.get(key) is session:
-            del self._sessions[key]
+            self._unkeep(key)
         self._calls.spawn(self._terminate(session))
 
     async def end(self, key: str) -> bool:
         """The client the session served is gone: end it upstream (DELETE)."""
-        session = self._sessions.pop(key, None)
+        session = self._unkeep(key)
         self._levels.pop(key, None)
         if session is None:
             return False
@@ -299,6 +315,7 @@ class SessionPool:
             self._sweeper = None
         sessions = list(self._sessions.values())
         self._sessions.clear()
+        self._counts.clear()
         for session in sessions:
             await self._terminate(session)
 

@@ -206,3 +206,29 @@ def test_sessions_told_the_same_profile_share_one_copy() -> None:
     assert again is first
     other = ServerProfile(info=dict(info), capabilities={"tools": {}, "logging": {}})
     assert pool._shared(other) is other
+
+
+async def test_the_pool_counts_follow_every_way_a_session_comes_and_goes() -> None:
+    """The bounds read counts kept as sessions come and go (not a walk over every
+    session): whatever happens, they say what a walk would."""
+    pool = Pool()
+
+    def counted() -> None:
+        pools = pool._pools()
+        assert pool._counts.total == len(pools)
+        for principal in {s.principal for s in pools} | {"a", "b", "c"}:
+            assert pool._counts.held(principal) == sum(s.principal == principal for s in pools)
+
+    a = await fill(pool, "a", 3)
+    await fill(pool, "b", 2)
+    counted()
+    await pool.end(a[0].key or "")
+    counted()
+    await pool.drop(a[1].key or "", a[1])
+    counted()
+    await pool.drop("p:b:0", a[2])  # not the session under that key: nothing dropped
+    counted()
+    await fill(pool, "c", pool_module.MAX_POOLS_PER_PRINCIPAL + 1)  # one ended for room
+    counted()
+    await pool.close()
+    assert pool._counts.total == 0 and pool._pools() == []
