@@ -70,7 +70,7 @@ class Config:
     loaders: int
     upstreams: int
     rounds: int = 3
-    calls: int = 3000  # per cell (all loaders together)
+    calls: int = 10_000  # per cell (all loaders together)
     warmup: int = 5  # calls per connection when it is opened
     time_cap_s: float = 20.0
     loop: str = "asyncio"
@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loaders", type=int, help="load processes (default: cores / 2, >= 2)")
     parser.add_argument("--upstreams", type=int, help="upstream processes of each kind")
     parser.add_argument("--rounds", type=int, help="rounds (default 3)")
-    parser.add_argument("--calls", type=int, help="calls per cell (default 3000)")
+    parser.add_argument("--calls", type=int, help="calls per cell (default 10,000)")
     parser.add_argument("--paths", help=f"comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
