@@ -91,11 +91,9 @@ class Session:
     def resolve(self, request_id: RequestId, answer: Answer) -> bool:
         """The client answered a pushed request: False when nobody waits for it."""
         questions = self._questions
-        return (
-            isinstance(request_id, str)
-            and questions is not None
-            and (questions.answer_one(request_id, answer))
-        )
+        if questions is None or not isinstance(request_id, str):
+            return False  # (nothing was ever asked)
+        return questions.answer_one(request_id, answer)
 
     def on_end(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` once when the session ends (at once if it has ended: a request
