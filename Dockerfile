@@ -15,7 +15,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 RUN python -m venv /opt/gateway \
-    && /opt/gateway/bin/pip install '.[uvloop,cluster]'
+    && /opt/gateway/bin/pip install '.[uvloop,cluster,otel]'
 
 FROM python:3.11-slim
 ENV PATH=/opt/gateway/bin:$PATH \

@@ -87,7 +87,31 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  {name:<24} {start / 1024:6.1f} -> {end / 1024:6.1f}")
     if "parking" in report:
         lines += ["", *render_parking(report["parking"])]
+    if "tracing" in report:
+        lines += ["", *render_tracing(report["tracing"])]
     return "\n".join(lines)
+
+
+def render_tracing(tracing: dict[str, Any]) -> list[str]:
+    """--otel: what traces cost per call, and what the sink received."""
+    sink = tracing["sink"]
+    lines = [
+        "OpenTelemetry traces on (--otel: OTLP/HTTP to a local sink, the SDK's default batching,"
+        f" sampler {tracing['sampler']}) against off, same rounds",
+        f"{'path':<40} {'callers':>7} {'CPU off':>7} {'CPU on':>7} {'+us':>6} {'+%':>6} "
+        f"{'p50 off':>7} {'p50 on':>7}",
+    ]
+    for row in tracing["rows"]:
+        lines.append(
+            f"{row['label']:<40} {row['callers']:>7} {row['cpu_us_off']:>7.0f} "
+            f"{row['cpu_us_on']:>7.0f} {row['cpu_us_added']:>+6.0f} {row['cpu_added_pct']:>+5.0f}% "
+            f"{row['p50_ms_off']:>7.2f} {row['p50_ms_on']:>7.2f}"
+        )
+    lines.append(
+        f"sink: {sink['spans']} spans in {sink['exports']} exports ({sink['bytes'] / 1024:.0f} KiB)"
+        f" for {tracing['traced_calls']} traced calls: {tracing['spans_per_call']} spans per call"
+    )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rotating rounds (default 4, quick 2)")
     parser.add_argument(
         "--uvloop", action="store_true", help="also run each gateway path with uvloop installed"
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="also every gateway path with OpenTelemetry traces on (to a local OTLP sink)",
     )
     parser.add_argument(
         "--park",
@@ -128,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, Any] = {
         "gateway_log_level": args.gateway_log_level,
         "uvloop": args.uvloop,
+        "otel": args.otel,
         "park": args.park,
     }
     if args.rounds:

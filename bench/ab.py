@@ -4,6 +4,8 @@
     python -m bench.ab /tmp/base                 # 4 shuffled rounds, 1,500 calls at 16 callers
     python -m bench.ab /tmp/base --rounds 6 --calls 3000 --loop uvloop
     python -m bench.ab . --base-python /tmp/venv313/bin/python   # interpreters compared
+    python -m bench.ab . --this-options ',tools=allow:echo,rate=100000/s'   # a route policy's cost
+    python -m bench.ab . --args '--cluster redis://127.0.0.1:6379/0' --this-options ',rate=100000/s'
 
 On a shared machine one cell's CPU per call moves by +-20% from minute to
 minute, more than most single changes save. Here both gateways run at once, in
@@ -20,9 +22,11 @@ import argparse
 import asyncio
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
@@ -43,12 +47,20 @@ PATHS: list[tuple[str, str, type[Client]]] = [
 
 
 def start_gateway(
-    lab: Lab, checkout: Path, name: str, target: str, loop: str, python: str
+    lab: Lab,
+    checkout: Path,
+    name: str,
+    target: str,
+    loop: str,
+    python: str,
+    options: str = "",
+    args: Sequence[str] = (),
 ) -> tuple[Proc, str]:
+    """``options``: appended to the route (``,key=value...``); ``args``: more for `serve`."""
     port = free_port()
     argv = [python, "-m", "gateway", "serve", "--listen", f"{HOST}:{port}"]
-    argv += ["--route", f"/mcp={target}", "--log-level", "warning", "--drain-timeout", "1"]
-    argv += ["--loop", loop]
+    argv += ["--route", f"/mcp={target}{options}", "--log-level", "warning", "--drain-timeout", "1"]
+    argv += ["--loop", loop, *args]
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     log_path = lab.workdir / f"{name}.log"
     with open(log_path, "wb") as log:
@@ -85,14 +97,24 @@ async def _cell(proc: Proc, clients: list[Client], calls: int) -> tuple[float, f
     return (cpu_seconds(proc.pid) - before) / calls * 1e6, result.throughput
 
 
-async def compare(base: Path, rounds: int, calls: int, loop: str, pythons: tuple[str, str]) -> None:
+async def compare(
+    base: Path,
+    rounds: int,
+    calls: int,
+    loop: str,
+    pythons: tuple[str, str],
+    options: str = "",
+    args: Sequence[str] = (),
+) -> None:
     lab = Lab()
     try:
         upstreams = {kind: lab.upstream(kind) for kind in ("legacy", "modern")}
-        sides = (("base", base, pythons[0]), ("this", REPO, pythons[1]))
+        sides = (("base", base, pythons[0], ""), ("this", REPO, pythons[1], options))
         gateways = {
-            (side, kind): start_gateway(lab, checkout, f"{side}-{kind}", upstream.url, loop, python)
-            for side, checkout, python in sides
+            (side, kind): start_gateway(
+                lab, checkout, f"{side}-{kind}", upstream.url, loop, python, extra, args
+            )
+            for side, checkout, python, extra in sides
             for kind, upstream in upstreams.items()
         }
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -144,11 +166,22 @@ def main() -> None:
         help="the base gateway's interpreter (an environment with its dependencies)",
     )
     parser.add_argument("--this-python", default=sys.executable, help="this gateway's interpreter")
+    parser.add_argument(
+        "--this-options",
+        default="",
+        help="route options for this gateway only, e.g. ',tools=allow:echo,rate=100000/s'",
+    )
+    parser.add_argument(
+        "--args", default="", help="more `gateway serve` arguments for both gateways (one string)"
+    )
     args = parser.parse_args()
     if not (args.base / "gateway" / "__main__.py").exists():
         parser.error(f"{args.base} is not a checkout of the gateway")
     pythons = (args.base_python, args.this_python)
-    asyncio.run(compare(args.base.resolve(), args.rounds, args.calls, args.loop, pythons))
+    base = args.base.resolve()
+    extra = shlex.split(args.args)
+    options = args.this_options
+    asyncio.run(compare(base, args.rounds, args.calls, args.loop, pythons, options, extra))
 
 
 if __name__ == "__main__":

@@ -141,6 +141,13 @@ class Lab:
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
+    def otlp_sink(self, timeout: float = 30.0) -> Sink:
+        """A local OTLP/HTTP trace sink (bench.otlpsink) for traced gateways."""
+        port = free_port()
+        proc = self._spawn("otlp-sink", [sys.executable, "-m", "bench.otlpsink", str(port)])
+        _wait_port(port, timeout, proc)
+        return Sink(proc, f"http://{HOST}:{port}")
+
     def refproxy(
         self,
         name: str,
@@ -229,6 +236,24 @@ class Upstream:
                 data += chunk
         counts: dict[str, int] = json.loads(data)
         return counts
+
+
+@dataclass
+class Sink:
+    proc: Proc
+    url: str
+
+    def stats(self) -> dict[str, int]:
+        """Export requests, bytes and spans received so far (see bench.otlpsink)."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(self.url + "/stats", timeout=5) as response:
+            counts: dict[str, int] = json.loads(response.read())
+        return counts
+
+    def traced(self) -> dict[str, str]:
+        """The environment that makes a gateway export its traces here (the SDK's
+        defaults otherwise: every span sampled, batches of 512, every 5 s at most)."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.url, "OTEL_SERVICE_NAME": "bench-gateway"}
 
 
 @dataclass

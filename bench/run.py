@@ -25,7 +25,7 @@ import aiohttp
 
 from bench.load import LoadResult, run_load
 from bench.parking import park
-from bench.procs import Lab, Mid, Proc, Upstream
+from bench.procs import Lab, Mid, Proc, Sink, Upstream
 from bench.wire import LEGACY, MODERN, LegacyClient, ModernClient
 
 
@@ -40,6 +40,7 @@ class Config:
     call_timeout_s: float = 10.0
     gateway_log_level: str = "warning"
     uvloop: bool = False  # also the gateway on uvloop (bench-only launcher)
+    otel: bool = False  # also the gateway with OpenTelemetry traces on, to a local sink
     park: int = 0  # abandoned greet_me calls after the rounds (0: none)
 
     @classmethod
@@ -64,7 +65,7 @@ class PathSpec:
     via: str  # "direct", "ref", "gw" or "gw-uvloop"
 
 
-def paths(uvloop: bool) -> list[PathSpec]:
+def paths(uvloop: bool, otel: bool = False) -> list[PathSpec]:
     specs = [
         PathSpec(
             "direct-L", "2025-11-25 client -> legacy upstream, direct", LEGACY, "legacy", "direct"
@@ -79,18 +80,14 @@ def paths(uvloop: bool) -> list[PathSpec]:
         PathSpec("gw-M-same", "2026-07-28 client -> gateway -> modern", MODERN, "modern", "gw"),
         PathSpec("gw-M-cross", "2025-11-25 client -> gateway -> modern", LEGACY, "modern", "gw"),
     ]
-    if uvloop:
-        specs += [
-            PathSpec(
-                s.key + "-uv",
-                s.label.replace("gateway", "gateway[uvloop]"),
-                s.client,
-                s.upstream,
-                "gw-uvloop",
-            )
-            for s in specs
-            if s.via == "gw"
-        ]
+    variants = [("-uv", "gateway[uvloop]", "gw-uvloop")] if uvloop else []
+    variants += [("-otel", "gateway[otel]", "gw-otel")] if otel else []
+    specs += [
+        PathSpec(s.key + suffix, s.label.replace("gateway", label), s.client, s.upstream, via)
+        for suffix, label, via in variants
+        for s in specs
+        if s.via == "gw"
+    ]
     return specs
 
 
@@ -154,6 +151,7 @@ class Bench:
     upstreams: dict[str, Upstream]
     mids: dict[tuple[str, str], Mid]  # (via, upstream kind) -> process
     specs: list[PathSpec]
+    sink: Sink | None = None  # where the traced gateways (--otel) export
     clients: dict[str, LegacyClient | ModernClient] = field(default_factory=dict)
     cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
 
@@ -211,7 +209,13 @@ def start(config: Config, lab: Lab) -> Bench:
             mids[("gw-uvloop", kind)] = lab.gateway(
                 f"gateway-uvloop-{kind}", upstream.url, uvloop=True
             )
-    return Bench(config, lab, upstreams, mids, paths(config.uvloop))
+    sink = lab.otlp_sink() if config.otel else None
+    if sink is not None:
+        for kind, upstream in upstreams.items():
+            mids[("gw-otel", kind)] = lab.gateway(
+                f"gateway-otel-{kind}", upstream.url, env=sink.traced()
+            )
+    return Bench(config, lab, upstreams, mids, paths(config.uvloop, config.otel), sink)
 
 
 async def _rounds(bench: Bench) -> dict[str, Any]:
@@ -329,6 +333,50 @@ def ratios(bench: Bench) -> list[dict[str, Any]]:
     return rows
 
 
+def tracing_cost(bench: Bench, sink: Sink) -> dict[str, Any]:
+    """What traces cost (--otel): each gateway path's CPU per call and p50 with traces
+    on against off, in the same rounds; and what reached the sink, once the traced
+    gateways are stopped (which sends what they still queue)."""
+    rows = []
+    for callers in bench.config.callers:
+        for spec in bench.specs:
+            if spec.via != "gw":
+                continue
+            off = bench.cells[(spec.key, callers)].summary()
+            on = bench.cells[(spec.key + "-otel", callers)].summary()
+            added = on["mid_cpu_us_per_call"] - off["mid_cpu_us_per_call"]
+            rows.append(
+                {
+                    "label": spec.label,
+                    "callers": callers,
+                    "cpu_us_off": off["mid_cpu_us_per_call"],
+                    "cpu_us_on": on["mid_cpu_us_per_call"],
+                    "cpu_us_added": round(added, 1),
+                    "cpu_added_pct": round(added / off["mid_cpu_us_per_call"] * 100, 1),
+                    "p50_ms_off": off["p50_ms"],
+                    "p50_ms_on": on["p50_ms"],
+                }
+            )
+    traced_calls = sum(
+        cell.ok for (key, _), cell in bench.cells.items() if key.endswith("-otel")
+    ) + bench.config.warmup * sum(1 for s in bench.specs if s.via == "gw-otel")
+    for (via, _), mid in bench.mids.items():
+        if via == "gw-otel":
+            mid.proc.stop()
+    received = sink.stats()
+    per_call = round(received["spans"] / traced_calls, 2) if traced_calls else None
+    sampler = os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    if os.environ.get("OTEL_TRACES_SAMPLER_ARG"):
+        sampler += f" {os.environ['OTEL_TRACES_SAMPLER_ARG']}"
+    return {
+        "rows": rows,
+        "sink": received,
+        "traced_calls": traced_calls,
+        "spans_per_call": per_call,
+        "sampler": sampler,
+    }
+
+
 def run(config: Config) -> dict[str, Any]:
     """Start everything, measure, stop everything (also on error or interrupt)."""
     lab = Lab(gateway_log_level=config.gateway_log_level)
@@ -341,6 +389,8 @@ def run(config: Config) -> dict[str, Any]:
         extra = asyncio.run(_rounds(bench))
         own_used = sum(p.cpu_seconds() for p in lab.procs) + time.process_time() - own_start
         busy = busy_cpu_s() - busy_start
+        if bench.sink is not None:
+            extra["tracing"] = tracing_cost(bench, bench.sink)
     finally:
         lab.close()
     return {

@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
 import os
-import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
 import structlog
 from aiohttp import web
 
+from gateway import tracing
 from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bounds import Limits
+from gateway.bounds import Limits, route_policy
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
     Backend,
@@ -41,12 +40,13 @@ from gateway.lifecycle import (
     SHUTDOWN_MARGIN,
     InFlight,
     Signals,
-    settle_memory,
+    freeze_startup_memory,
     stop_accepting,
     watchdog,
 )
-from gateway.observability import Metrics, log_call, trace_ids
+from gateway.observability import Metrics, RequestIds, log_call
 from gateway.ops import OPS_PATHS, Ops
+from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
@@ -58,7 +58,7 @@ from gateway.settings import (
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
-from gateway.transport.post import Plain
+from gateway.transport.post import WholeAnswer
 from gateway.transport.route import (
     DEFAULT_FORWARD_HEADERS,
     DEFAULT_MAX_BODY,
@@ -82,7 +82,6 @@ log = structlog.get_logger(__name__)
 # At most one "short of descriptors" warning this often, however many are refused.
 BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
-_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -196,8 +195,7 @@ class Gateway:
         self._route_http: list[aiohttp.ClientSession] = []
         self._runner: web.AppRunner | None = None
         self._budget_logged = float("-inf")
-        self._request_id_prefix = secrets.token_hex(8)
-        self._request_numbers = itertools.count()
+        self.request_ids = RequestIds()
         # Several replicas as one (gateway/cluster): None without --cluster / --workers.
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
@@ -233,7 +231,7 @@ class Gateway:
         )
 
     def _lane_figures(self) -> tuple[int, int] | None:
-        """The lean lane's open connections and handoffs so far (None: no lane)."""
+        """The lane's open connections and handoffs so far (None: no lane)."""
         lane = self.lane
         return (len(lane.connections), lane.handoffs) if lane is not None else None
 
@@ -261,7 +259,7 @@ class Gateway:
         # No pool cap: each upstream session's GET stream holds a connection for as
         # long as the session lives, and a cap would make calls wait behind them.
         # What bounds them is the sessions' and calls' own bounds; the POSTs of
-        # calls to a plain-http upstream are capped in the lean client (max_connections).
+        # calls to a plain-http upstream are capped in the h1 client (max_connections).
         self._http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(total=None),
@@ -283,6 +281,10 @@ class Gateway:
         for spec in self.specs:
             route = self._route(spec, loopback)
             route.auth = self._route_auth(spec, fetcher)
+            route.policy = self._policy(spec)
+            if tracing.active is not None:  # first: it puts the span's ids in the record
+                route.observers.append(tracing.active.observe)
+                self.metrics.exemplars = True
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
             endpoint = Endpoint(route)
@@ -367,6 +369,15 @@ class Gateway:
             backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return backend
 
+    def _policy(self, spec: RouteSpec) -> RoutePolicy | None:
+        """What the route exposes and its rate limits (None: neither is configured, and
+        its calls never enter gateway/policy)."""
+        shared = self.cluster.store if self.cluster is not None else None
+        policy = route_policy(spec, self.limits, shared)
+        if policy is not None:
+            policy.refused.append(self.metrics.refused)
+        return policy
+
     def _route_auth(self, spec: RouteSpec, fetcher: DocumentFetcher) -> RouteAuth | None:
         """The route's OAuth side: transparent for an HTTP upstream, or the gateway
         checking tokens itself (auth=gateway); none for a plain stdio route."""
@@ -403,8 +414,8 @@ class Gateway:
         """A request id (the client's X-Request-Id when sane) and trace ids on every log
         line of the request; POSTs counted as in flight for the drain; then the budget
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
-        frame more on every request.  The lean lane does the same (:meth:`_lane_hooks`)."""
-        request_id, tokens = self._request_context(request.headers)
+        frame more on every request.  The lane does the same (:meth:`_lane_hooks`)."""
+        request_id, tokens = self.request_ids.bind(request.headers)
         request["request_id"] = request_id
         task = asyncio.current_task()
         tracked = request.method == "POST" and task is not None
@@ -424,21 +435,6 @@ class Gateway:
                 assert task is not None
                 self.work.requests.discard(task)
 
-    def _request_context(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
-        """The request's id, bound with its trace ids to the log context (the tokens
-        reset it)."""
-        given = headers.get("x-request-id", "")
-        if given and _SANE_REQUEST_ID.match(given):
-            request_id = given
-        else:
-            # Unique, not secret (it only correlates log lines): no uuid4 per request.
-            request_id = f"{self._request_id_prefix}{next(self._request_numbers):016x}"
-        context = {"request_id": request_id}
-        traceparent = headers.get("traceparent")
-        if traceparent:
-            context.update(trace_ids(traceparent))
-        return request_id, structlog.contextvars.bind_contextvars(**context)
-
     def _over_budget(self, request: web.Request) -> web.StreamResponse | None:
         """The ops endpoints' Host check (DNS rebinding); and new work refused with 503
         while the process is short of descriptors, before it runs out of them."""
@@ -447,10 +443,13 @@ class Gateway:
         overloaded = self._overloaded()
         return to_web(overloaded) if overloaded is not None else None
 
-    def _overloaded(self) -> Plain | None:
+    def _overloaded(self) -> WholeAnswer | None:
         """503 while the process is short of descriptors (logged now and then)."""
         if not self.descriptors.exhausted():
             return None
+        return self._refuse_overloaded()
+
+    def _refuse_overloaded(self) -> WholeAnswer:
         now = time.monotonic()
         if now - self._budget_logged >= BUDGET_LOG_INTERVAL:
             self._budget_logged = now
@@ -461,7 +460,7 @@ class Gateway:
             )
         failure = Failure(FailureKind.OVERLOADED, "the gateway is overloaded; try again later")
         adapter = self.adapters.default_legacy
-        return Plain(
+        return WholeAnswer(
             adapter.http_status(failure),
             {"Retry-After": "1"},
             orjson.dumps(adapter.encode_failure(None, failure)),
@@ -469,11 +468,12 @@ class Gateway:
         )
 
     def _lane_hooks(self) -> LaneHooks:
-        def context(headers: Mapping[str, str]) -> str:
-            # The lane answers each request in a task of its own: nothing to reset.
-            return self._request_context(headers)[0]
-
-        return LaneHooks(context=context, overloaded=self._overloaded, requests=self.work.requests)
+        return LaneHooks(
+            context=self.request_ids.bind_for_task,
+            budget=self.descriptors,
+            overloaded=self._refuse_overloaded,
+            requests=self.work.requests,
+        )
 
     # ---------------------------------------------------------------- running
 
@@ -509,7 +509,7 @@ class Gateway:
         return self.port
 
     async def _listen_lean(self) -> None:
-        """The listening socket, its connections carried by the lean lane, which hands
+        """The listening socket, its connections carried by the lane, which hands
         to aiohttp's server every request it does not carry."""
         assert self._runner is not None and self._runner.server is not None
         endpoints = {endpoint.route.path: endpoint for endpoint in self.endpoints}
@@ -542,7 +542,9 @@ class Gateway:
 
     def _owned_work(self) -> int:
         """What a draining cluster member waits for: calls in flight and parked calls."""
-        return self.in_flight() + sum(e.route.parked_count() for e in self.endpoints)
+        return self.in_flight() + sum(
+            e.route.backend.forwarder.parked_count for e in self.endpoints
+        )
 
     async def _release(self) -> None:
         if self.cluster is not None:
@@ -573,7 +575,7 @@ class Gateway:
             except BaseException:
                 await self._release()
                 raise
-            settle_memory()
+            freeze_startup_memory()
             with Signals(self.work.force) as signals:
                 await signals.stop.wait()
                 await self._shut_down()

@@ -1,4 +1,4 @@
-"""The quotas and time bounds every route is built with, from the settings."""
+"""The quotas, time bounds and policy every route is built with, from the settings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from gateway.bridge.backend import DEFAULT_MAX_PARKED_PER_PRINCIPAL, DEFAULT_PARK_TTL_OVER_QUOTA
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE
-from gateway.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT
+from gateway.policy import Exposure, Rate, RateLimiter, RoutePolicy, Rule, SharedBuckets
+from gateway.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT, RATE_OFF, RouteSpec
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BATCH,
@@ -47,6 +48,12 @@ class Limits:
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
     fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
+    # Rate limits of routes that set none of their own (see gateway/policy).
+    rate: str | None = None
+    burst: int | None = None
+    tool_rate: str | None = None
+    tool_burst: int | None = None
+    rate_fallback: str = "open"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -54,3 +61,38 @@ class Limits:
         values = {name: getattr(settings, name) for name in names}
         values["scrape_hosts"] = tuple(settings.scrape_hosts)
         return cls(**values)
+
+
+def route_policy(
+    spec: RouteSpec, limits: Limits, shared: SharedBuckets | None
+) -> RoutePolicy | None:
+    """The route's exposure rules and rate limits (its own, else the gateway-wide
+    limits), its buckets in ``shared`` when clustered; None when it has neither."""
+    exposure = Exposure(
+        *(Rule.parse(rule) if rule else None for rule in (spec.tools, spec.prompts, spec.resources))
+    )
+    rate = _rate(spec.rate, spec.burst, limits.rate, limits.burst)
+    tool_rate = _rate(spec.tool_rate, spec.tool_burst, limits.tool_rate, limits.tool_burst)
+    limiter = None
+    if rate is not None or tool_rate is not None:
+        fallback = spec.rate_fallback or limits.rate_fallback
+        limiter = RateLimiter(
+            spec.path,
+            rate,
+            tool_rate,
+            fallback="closed" if fallback == "closed" else "open",
+            shared=shared,
+        )
+    policy = RoutePolicy(spec.path, exposure, limiter)
+    return policy if policy else None
+
+
+def _rate(
+    given: str | None, burst: int | None, default: str | None, default_burst: int | None
+) -> Rate | None:
+    """A route's rate: its own (``off``: none), else the gateway-wide one."""
+    if given is None:
+        given, burst = default, burst if burst is not None else default_burst
+    if given is None or given.strip().lower() == RATE_OFF:
+        return None
+    return Rate.parse(given, burst)

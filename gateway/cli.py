@@ -27,13 +27,14 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__
+from gateway import __version__, otel, tracing
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
 from gateway.observability import configure_logging
+from gateway.policy import FALLBACKS
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
@@ -96,6 +97,10 @@ RouteOption = Annotated[
         "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
         "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
         "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR.  "
+        "Exposure: tools=allow:PATTERN|... or tools=deny:PATTERN|... (glob patterns on "
+        "names), prompts=... likewise, resources=... (on URIs and URI templates).  Rate "
+        "limits: rate=N/s (or N/m, N/h; per caller), burst=N, tool_rate=N/s (per caller and "
+        "tool), tool_burst=N, rate=off, rate_fallback=open|closed.  "
         "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
         "fronts its bundled demo server at /mcp.",
     ),
@@ -148,7 +153,7 @@ LeanLaneOption = Annotated[
     bool | None,
     typer.Option(
         "--lean-lane/--no-lean-lane",
-        help="Serve the usual Streamable HTTP POST with the gateway's lean HTTP/1.1 lane "
+        help="Serve the usual Streamable HTTP POST with the gateway's own HTTP/1.1 lane "
         "(everything else goes to aiohttp's server).  [default: on]",
     ),
 ]
@@ -196,6 +201,33 @@ WorkersOption = Annotated[
     ),
 ]
 
+RateOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="N/s",
+        help="Rate limit of each caller on every route that sets none (rate= route "
+        "option): tools/call, prompts/get, resources/read and completion/complete, as a "
+        "token bucket; N/s, N/m or N/h, burst N (GATEWAY_BURST).  Env: GATEWAY_RATE.",
+    ),
+]
+ToolRateOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="N/s",
+        help="Rate limit of each caller's calls of each tool on every route that sets "
+        "none (tool_rate= route option).  Env: GATEWAY_TOOL_RATE.",
+    ),
+]
+RateFallbackOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="open|closed",
+        help="With --cluster, rate limits while the shared store is unreachable: open "
+        "(each replica limits on its own) or closed (limited calls refused, 503).  "
+        "[default: open]  Env: GATEWAY_RATE_FALLBACK.",
+    ),
+]
+
 CheckConfigOption = Annotated[
     bool,
     typer.Option(
@@ -221,6 +253,9 @@ def serve(
     cluster: ClusterOption = None,
     advertise: AdvertiseOption = None,
     workers: WorkersOption = None,
+    rate: RateOption = None,
+    tool_rate: ToolRateOption = None,
+    rate_fallback: RateFallbackOption = None,
     check_config: CheckConfigOption = False,
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
@@ -228,9 +263,10 @@ def serve(
     Every option can also be set as an environment variable (GATEWAY_LISTEN,
     GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
     GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_LEAN_LANE,
-    GATEWAY_MAX_BATCH, GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG, and the
-    quotas and timeouts of config/gateway.example.toml) or in the config file; flags win over
-    the environment, which wins over the file.
+    GATEWAY_MAX_BATCH, GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG,
+    GATEWAY_RATE, GATEWAY_BURST, GATEWAY_TOOL_RATE, GATEWAY_TOOL_BURST, GATEWAY_RATE_FALLBACK,
+    and the quotas and timeouts of config/gateway.example.toml) or in the config file; flags
+    win over the environment, which wins over the file.
     """
     flags: dict[str, Any] = {
         "config": config,
@@ -246,6 +282,9 @@ def serve(
         "cluster": cluster,
         "advertise": advertise,
         "workers": workers,
+        "rate": rate,
+        "tool_rate": tool_rate,
+        "rate_fallback": _choice("--rate-fallback", rate_fallback, FALLBACKS),
     }
     settings, gateway = _checked(flags)
     if check_config:
@@ -279,7 +318,8 @@ def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
 
 
 def _run(settings: Settings, gateway: Gateway) -> None:
-    """Serve until a signal ends it."""
+    """Serve until a signal ends it (traced when the OTEL_* environment says so)."""
+    otel.start()
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
             runner.run(gateway.serve_forever(demo=not settings.routes))
@@ -287,6 +327,8 @@ def _run(settings: Settings, gateway: Gateway) -> None:
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
     except KeyboardInterrupt:  # a signal before the handlers were installed
         raise typer.Exit(130) from None
+    finally:
+        otel.stop()
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -429,7 +471,11 @@ def stdio(
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     configure_logging(level, "json", sys.stderr)
-    asyncio.run(_serve_stdio(spec, adapters, headers))
+    otel.start()
+    try:
+        asyncio.run(_serve_stdio(spec, adapters, headers))
+    finally:
+        otel.stop()
 
 
 async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str, str]) -> None:
@@ -447,6 +493,8 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
             forward_headers=forward,
             principals=Principals(key, tenant_headers(forward)),
         )
+        if tracing.active is not None:  # the finished call's outcome on its span
+            route.observers.append(tracing.active.observe)
         try:
             await run_stdio(route, headers=headers)
         finally:

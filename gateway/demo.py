@@ -157,7 +157,7 @@ class DemoServer:
                 response_headers["Mcp-Session-Id"] = view.id
                 value = Value({"protocolVersion": adapter.version, **self._hello()})
                 replies.append(adapter.encode(item, self.profile, value) or {})
-            elif not item.is_notification:
+            elif item.id is not None:
                 if session is None:
                     failure = Failure(FailureKind.SESSION_REQUIRED, "missing session")
                     return _json(adapter.encode_failure(item.id, failure), 400)

@@ -29,7 +29,7 @@ __all__ = [
     "SHUTDOWN_MARGIN",
     "InFlight",
     "Signals",
-    "settle_memory",
+    "freeze_startup_memory",
     "stop_accepting",
     "watchdog",
 ]
@@ -152,7 +152,7 @@ class Signals:
             self.stop.set()
 
 
-def settle_memory() -> None:
+def freeze_startup_memory() -> None:
     """What startup built (modules, schemas, routes) lives as long as the process: it
     is frozen out of the collector's sight, so a full collection no longer walks it.
     The young generation is collected less often: a call's own objects die by

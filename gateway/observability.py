@@ -13,10 +13,12 @@ never collide.  Gauges are read when scraped, from the routes themselves.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import re
+import secrets
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import structlog
@@ -24,6 +26,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.registry import Collector
 
 from gateway import __version__
@@ -140,6 +144,38 @@ def one_line_http_errors(
     return event
 
 
+# A client's X-Request-Id is used as it is only when it looks like an id.
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestIds:
+    """Each request's id (the client's ``X-Request-Id`` when sane, else one of ours),
+    bound with its trace ids to the log context of the task that answers it."""
+
+    def __init__(self) -> None:
+        # Unique, not secret (it only correlates log lines): no uuid4 per request.
+        self._prefix = secrets.token_hex(8)
+        self._numbers = itertools.count()
+
+    def bind(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
+        """The request's id, bound to the log context (the tokens reset it)."""
+        given = headers.get("x-request-id", "")
+        if given and _SANE_REQUEST_ID.match(given):
+            request_id = given
+        else:
+            request_id = f"{self._prefix}{next(self._numbers):016x}"
+        context = {"request_id": request_id}
+        traceparent = headers.get("traceparent")
+        if traceparent:
+            context.update(trace_ids(traceparent))
+        return request_id, structlog.contextvars.bind_contextvars(**context)
+
+    def bind_for_task(self, headers: Mapping[str, str]) -> str:
+        """:meth:`bind` for a request answered in a task of its own (the lane's):
+        nothing to reset when it ends."""
+        return self.bind(headers)[0]
+
+
 def trace_ids(traceparent: str | None) -> dict[str, str]:
     """The W3C trace context ids of a ``traceparent`` header, for log correlation."""
     match = _TRACEPARENT.match(traceparent.strip().lower()) if traceparent else None
@@ -190,7 +226,7 @@ class _RouteGauges(Collector):
         )
         pooled = GaugeMetricFamily(
             "gateway_upstream_connections",
-            "Keep-alive connections to each route's upstream (the lean HTTP client's pool).",
+            "Keep-alive connections to each route's upstream (the h1 client's pool).",
             labels=["route", "state"],
         )
         upstream_sessions = GaugeMetricFamily(
@@ -220,7 +256,7 @@ class _RouteGauges(Collector):
 
 
 class _LaneGauges(Collector):
-    """The lean lane's connections and handoffs, read when scraped (nothing without a
+    """The lane's connections and handoffs, read when scraped (nothing without a
     lane)."""
 
     def __init__(self, lane: Callable[[], tuple[int, int] | None]) -> None:
@@ -233,22 +269,19 @@ class _LaneGauges(Collector):
         connections, handoffs = figures
         yield GaugeMetricFamily(
             "gateway_lane_connections",
-            "Client connections the lean lane carries (the others are aiohttp's).",
+            "Client connections the lane carries (the others are aiohttp's).",
             value=connections,
         )
         yield CounterMetricFamily(
             "gateway_lane_handoffs",
-            "Connections the lean lane handed to aiohttp's server (a request it does not carry).",
+            "Connections the lane handed to aiohttp's server (a request it does not carry).",
             value=handoffs,
         )
 
 
 def _parked(route: Route) -> int:
-    counter = getattr(route, "parked_count", None)
-    if counter is None:
-        return 0
     try:
-        return int(counter())
+        return int(route.backend.forwarder.parked_count)
     except Exception:  # a gauge must never break the scrape
         return 0
 
@@ -280,6 +313,13 @@ class Metrics:
             labels,
             registry=self.registry,
         )
+        self.policy_refusals = Counter(
+            "gateway_policy_refusals",
+            "Calls a route's policy refused, by route and reason (hidden: not exposed; "
+            "rate, tool_rate: over a rate limit; store_down: limits uncheckable, fail closed).",
+            ["route", "reason"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "gateway_request_duration_seconds",
             "Call latency through the gateway, by route and revision pair.",
@@ -292,6 +332,8 @@ class Metrics:
         )
         build.add_metric([__version__], 1)
         self._build = build
+        # Calls are traced, so their latencies carry exemplars (set by the app).
+        self.exemplars = False
         self._children: dict[tuple[str, str, str, str, str], _Children] = {}
         self._seen: dict[tuple[Any, ...], _Children] = {}
         self.registry.register(_RouteGauges(routes, in_flight))
@@ -330,7 +372,17 @@ class Metrics:
             failed.inc()
         duration = record.get("duration_ms")
         if isinstance(duration, int | float):
-            timed.observe(duration / 1000)
+            trace_id = get("trace_id")
+            if trace_id is None:
+                timed.observe(duration / 1000)
+            else:  # a traced call (gateway/otel): its trace, the exemplar of its bucket
+                exemplar = {"trace_id": str(trace_id), "span_id": str(get("span_id"))}
+                timed.observe(duration / 1000, exemplar)
+
+    def refused(self, route: str, reason: str) -> None:
+        """A route policy's observer: one refusal counted (the reasons are the
+        policy's own few words, the routes the configured ones: bounded labels)."""
+        self.policy_refusals.labels(route, reason).inc()
 
     def _remember(self, given: tuple[Any, ...], children: _Children) -> None:
         """Bounded: unknown methods all share the ``other`` label, not their own entry."""
@@ -350,6 +402,14 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def negotiate(self, accept: str) -> tuple[bytes, str]:
+        """The metrics and their content type: OpenMetrics (which alone carries the
+        latency histogram's exemplars) when the scraper accepts it and calls are
+        traced (``exemplars``); else Prometheus text, as always."""
+        if self.exemplars and OPENMETRICS_CONTENT_TYPE.split(";")[0] in accept:
+            return openmetrics_latest(self.registry), OPENMETRICS_CONTENT_TYPE  # type: ignore[no-untyped-call]
+        return self.render(), METRICS_CONTENT_TYPE
 
 
 class _Static(Collector):

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.observability import METRICS_CONTENT_TYPE, Metrics
+from gateway.observability import Metrics
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
@@ -61,9 +61,8 @@ class Ops:
         return web.json_response({"ready": ready, "routes": routes}, status=200 if ready else 503)
 
     async def render_metrics(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE}
-        )
+        body, content_type = self.metrics.negotiate(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def route_ready(route: Route) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from gateway.bridge.backend import (
     DEFAULT_PARK_TTL_OVER_QUOTA,
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
+from gateway.policy import Rate, Rule
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BATCH,
@@ -107,8 +108,21 @@ ROUTE_OPTIONS = {
     "auth_scopes",
     "auth_introspection_url",
     "auth_introspection_auth_env",
+    "tools",
+    "prompts",
+    "resources",
+    "rate",
+    "burst",
+    "tool_rate",
+    "tool_burst",
+    "rate_fallback",
 }
 LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers", "auth_scopes"}
+# Exposure rules: `tools=allow:a*|b`; after one, a part without `=` is one more
+# pattern (`tools=allow:a*,b` in a --route).
+EXPOSURE_OPTIONS = ("tools", "prompts", "resources")
+# A route's `rate=off` (or `tool_rate=off`): no limit there, whatever the default.
+RATE_OFF = "off"
 
 
 STDIO_PREFIX = "stdio:"
@@ -151,7 +165,7 @@ class RouteSpec(BaseModel):
     # each is refused with a JSON-RPC error (and logged), never put to the client.
     questions_at_once: int = Field(QUESTIONS_AT_ONCE, gt=0, le=10_000)
     questions_per_call: int = Field(QUESTIONS_PER_CALL, gt=0, le=1_000_000)
-    # Connections the lean HTTP/1.1 client (calls to a plain-http upstream) keeps open
+    # Connections the h1 HTTP/1.1 client (calls to a plain-http upstream) keeps open
     # to the upstream at once: past it a call is refused.
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
@@ -179,6 +193,32 @@ class RouteSpec(BaseModel):
     auth_introspection_url: str | None = None  # RFC 7662, for opaque tokens
     # The environment variable holding the Authorization header for introspection.
     auth_introspection_auth_env: str | None = None
+    # What the route exposes: allow:PATTERN|... or deny:PATTERN|... (glob patterns on
+    # tool and prompt names, resource URIs and URI templates); None: everything.
+    tools: str | None = None
+    prompts: str | None = None
+    resources: str | None = None
+    # Rate limits, per principal and per principal and tool: N/s, N/m or N/h with a
+    # burst (default N), or "off"; None: the gateway-wide setting of the same name.
+    rate: str | None = None
+    burst: int | None = Field(None, ge=1)
+    tool_rate: str | None = None
+    tool_burst: int | None = Field(None, ge=1)
+    # In a cluster, when the shared store is down: "open" (each replica limits on its
+    # own) or "closed" (limited calls refused); None: the gateway-wide setting.
+    rate_fallback: Literal["open", "closed"] | None = None
+
+    @field_validator("tools", "prompts", "resources")
+    @classmethod
+    def _rule(cls, value: str | None) -> str | None:
+        if value is not None:
+            Rule.parse(value)
+        return value
+
+    @field_validator("rate", "tool_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        return check_rate(value)
 
     @field_validator("public_url", "auth_issuer", "auth_jwks_uri", "auth_introspection_url")
     @classmethod
@@ -258,7 +298,11 @@ class RouteSpec(BaseModel):
             )
         upstream, *options = rest.split(",")
         values: dict[str, Any] = {"path": path, "upstream": upstream}
+        key = ""
         for option in options:
+            if "=" not in option and key in EXPOSURE_OPTIONS:
+                values[key] += "|" + option  # one more pattern of the rule before
+                continue
             key, eq, value = option.partition("=")
             if not eq or key not in ROUTE_OPTIONS:
                 raise SettingsError(
@@ -305,6 +349,13 @@ class RouteSpec(BaseModel):
                 f"environment variable {variable} is not set"
             )
         return value
+
+
+def check_rate(value: str | None) -> str | None:
+    """A rate option's value: N/s, N/m, N/h or "off" (ValueError otherwise)."""
+    if value is not None and value.strip().lower() != RATE_OFF:
+        Rate.parse(value)
+    return value
 
 
 def _routes(value: Any) -> Any:
@@ -399,9 +450,23 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=256)
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
-    # The usual Streamable HTTP POST served by the gateway's lean HTTP/1.1 lane instead
+    # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
+    # Rate limits of every route that sets none of its own (route options of the same
+    # names): per principal, and per principal and tool, N/s, N/m or N/h, with bursts.
+    rate: str | None = None
+    burst: int | None = Field(None, ge=1)
+    tool_rate: str | None = None
+    tool_burst: int | None = Field(None, ge=1)
+    # In a cluster, rate limits when the shared store is down: "open" (each replica
+    # limits on its own) or "closed" (limited calls refused until it answers).
+    rate_fallback: Literal["open", "closed"] = "open"
+
+    @field_validator("rate", "tool_rate")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        return check_rate(value)
 
     @field_validator("cluster")
     @classmethod

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.parking import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, Exchange, ServerProfile
+from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
-from gateway.upstream.link import UpstreamLink, Verdict
+from gateway.upstream.link import UpstreamLink
 
 # Parked calls in all and per principal; once a principal is at its quota, how long
 # its parked calls live (seconds).
@@ -63,8 +63,13 @@ class Backend:
             ),
             ask_settle=ask_settle,
         )
-        self._profile: ServerProfile | None = None
-        self._profile_of: Verdict | None = None
+        # The profile of the upstream's current verdict, once asked (None: ask
+        # ``profile``); the link drops it when its verdict changes.
+        self.known: ServerProfile | None = None
+        link.verdict_changed = self._forget_profile
+
+    def _forget_profile(self) -> None:
+        self.known = None
 
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
         """What the upstream offers, with the route's caching hints (raises Failure).
@@ -73,23 +78,12 @@ class Backend:
         upstream changed) gives a fresh profile.
         """
         verdict = await self.link.ensure(principal, headers)
-        if self._profile is None or self._profile_of is not verdict:
-            self._profile = verdict.profile.model_copy(
-                update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
-            )
-            self._profile_of = verdict
-        return self._profile
-
-    def known_profile(self) -> ServerProfile | None:
-        """The profile ``profile`` would return at once (its verdict still holds), if any."""
-        verdict = self.link.verdict
-        if verdict is None or verdict is not self._profile_of:
-            return None
-        return self._profile
-
-    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The tool ``call`` names as the upstream lists it to the caller (None: none)."""
-        return await self.link.declared_tool(call, exchange)
+        profile = verdict.profile.model_copy(
+            update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
+        )
+        if verdict is self.link.verdict:
+            self.known = profile
+        return profile
 
     @property
     def upstream_revision(self) -> str | None:
@@ -108,9 +102,6 @@ class Backend:
 
     def upstream_sessions(self) -> int:
         return self.link.session_count()
-
-    def parked_count(self) -> int:
-        return self.forwarder.parked_count
 
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a

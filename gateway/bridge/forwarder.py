@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -59,6 +59,10 @@ SESSION_OPERATIONS = frozenset(
         Operation.ROOTS_LIST_CHANGED,
     }
 )
+# Bridged across eras where the upstream's differ (subscriptions and listens).
+SUBSCRIBING = frozenset(
+    {Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE, Operation.LISTEN}
+)
 # How long to wait for another ask once one arrived, so that questions a server asks
 # together reach a stateless client as one round (seconds).
 DEFAULT_ASK_SETTLE = 0.05
@@ -76,6 +80,9 @@ class Upstream(Protocol):
 
     @property
     def stateless(self) -> bool: ...
+
+    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
+        """The tool ``call`` names as the upstream lists it to the caller (None: not known)."""
 
     async def open(self, exchange: Exchange) -> Failure | None:
         """A client session begins: open its own upstream session."""
@@ -134,28 +141,16 @@ class Forwarder:
             return self._discover(call, exchange.profile)
         if op is Operation.CANCELLED:
             return Value({})  # cancellation reaches the upstream through the closed call
-        if call.is_notification:
+        if call.id is None:  # a notification
             return await self._notification(call, exchange)
-        subscription = (Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE)
-        hub = self.subscriptions
-        if op in subscription:
-            session = exchange.session
-            if hub is not None and session is not None and session.id in hub:
-                if op is Operation.RESOURCES_SUBSCRIBE:
-                    return await hub.subscribe(session.id, call, exchange)
-                return await hub.unsubscribe(session.id, call, exchange)
-            if self.upstream.stateless:
-                return Failure(
-                    FailureKind.UNKNOWN_METHOD,
-                    f"{call.method} needs a session with a stream to deliver updates on",
-                )
-        if op is Operation.LISTEN and not self.upstream.stateless:
-            if hub is None:
-                return Failure(
-                    FailureKind.UNKNOWN_METHOD,
-                    f"{call.method} is not bridged to this upstream's protocol era",
-                )
-            return await hub.listen(call, exchange)
+        if op in SUBSCRIBING:
+            bridged = await self._subscribing(call, exchange)
+            if bridged is not None:
+                return bridged
+        if call.param_headers is not None:
+            refused = await self._check_param_headers(call, exchange)
+            if refused is not None:
+                return refused
         if call.state is not None and StateSealer.is_ours(call.state):
             return await self._retry(call, exchange)
         if call.state is not None and not self.upstream.stateless:
@@ -166,7 +161,7 @@ class Forwarder:
                 FailureKind.INVALID_PARAMS,
                 "requestState was not issued by this gateway; call again without it",
             )
-        if self.tasks.applies(call, exchange.profile):
+        if call.client.tasks and self.tasks.applies(call, exchange.profile):
             if op is Operation.TASKS_GET:
                 return await self.tasks.get(call, exchange)
             if op is Operation.TASKS_CANCEL:
@@ -182,6 +177,44 @@ class Forwarder:
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
+
+    async def _subscribing(self, call: Call, exchange: Exchange) -> Outcome | None:
+        """Subscriptions and listens, bridged across eras where the upstream's differ
+        (None: the upstream takes the call as it is)."""
+        op, hub, stateless = call.operation, self.subscriptions, self.upstream.stateless
+        if op is Operation.LISTEN:
+            if stateless:
+                return None
+            if hub is None:
+                return Failure(
+                    FailureKind.UNKNOWN_METHOD,
+                    f"{call.method} is not bridged to this upstream's protocol era",
+                )
+            return await hub.listen(call, exchange)
+        session = exchange.session
+        if hub is not None and session is not None and session.id in hub:
+            if op is Operation.RESOURCES_SUBSCRIBE:
+                return await hub.subscribe(session.id, call, exchange)
+            return await hub.unsubscribe(session.id, call, exchange)
+        if stateless:
+            return Failure(
+                FailureKind.UNKNOWN_METHOD,
+                f"{call.method} needs a session with a stream to deliver updates on",
+            )
+        return None
+
+    async def _check_param_headers(self, call: Call, exchange: Exchange) -> Failure | None:
+        """A tools/call's mirrored argument headers, checked against the tool as the
+        upstream lists it to this caller.  Checked here, not only upstream: the gateway
+        mints the upstream's headers from the arguments, so a client's wrong header
+        would otherwise pass unseen."""
+        tool = await self.upstream.declared_tool(call, exchange)
+        if tool is None:
+            return None  # nothing to check against: the upstream answers the call
+        adapter = adapter_of(call.client)
+        if adapter is None:
+            return None
+        return adapter.check_param_headers(tool, call.params.get("arguments"), call.param_headers)
 
     async def _shared_list(self, call: Call, exchange: Exchange, shared: SharedResults) -> Outcome:
         """A list from the cluster's shared results if a replica fetched it within its

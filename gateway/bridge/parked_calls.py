@@ -77,7 +77,7 @@ class ParkedCalls:
                 parked.missing = question
                 parked.questions.changed.set()
                 return Answer.refusal(question.kind)
-            return await parked.add_ask(question)
+            return await parked.questions.ask(question)[1]
 
         async def emit(event: Event) -> None:
             await parked.emit(event)
@@ -85,18 +85,18 @@ class ParkedCalls:
         parked.emit = exchange.emit
         inner = exchange.routed(ask, emit)
         parked.task = asyncio.get_running_loop().create_task(self._upstream(call, inner, parked))
-        return await self._settle(call, exchange, parked)
+        return await self._next_round(call, exchange, parked)
 
     async def _upstream(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
-        """The parked call's upstream side.  Its end wakes _settle as an ask does, from
-        its own last step: by the time _settle runs the task is done, and no done
+        """The parked call's upstream side.  Its end wakes _next_round as an ask does, from
+        its own last step: by the time _next_round runs the task is done, and no done
         callback costs a turn of the loop in between."""
         try:
             return await self.upstream.execute(call, exchange)
         finally:
             parked.questions.changed.set()
 
-    async def _settle(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+    async def _next_round(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Wait for the upstream's result, or for asks to hand to the client."""
         assert parked.task is not None
         try:
@@ -104,7 +104,7 @@ class ParkedCalls:
                 ended = self._ended(call, exchange, parked)
                 if ended is not None:
                     return ended
-                if parked.unanswered():
+                if parked.questions.unanswered():
                     # Questions asked together (a server awaiting several at once) make
                     # one round: wait a moment for the rest before answering.
                     parked.move(Phase.GATHERING)
@@ -118,7 +118,7 @@ class ParkedCalls:
             # The client went away while we waited.  Nobody holds a state for what was
             # asked meanwhile (it is handed out only in the answer), so nobody can resume
             # the call: refuse those asks and end it; without asks, just stop it.
-            if parked.unanswered():
+            if parked.questions.unanswered():
                 self.parking.release(parked)
             else:
                 parked.move(Phase.RELEASED)
@@ -146,7 +146,7 @@ class ParkedCalls:
 
     def _hand_out(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """This round's questions, as input_required with a sealed state naming it."""
-        asks = parked.unanswered()
+        asks = parked.questions.unanswered()
         parked.round += 1
         parked.emit = discard_event  # no request of the client is open
         parked.move(Phase.PARKED)
@@ -189,9 +189,9 @@ class ParkedCalls:
         # Taken at once, with no wait since the check: a second retry finds it RUNNING.
         parked.move(Phase.RUNNING)
         parked.emit = progress_as(exchange.emit, call.progress_token)
-        parked.answer(call.answers or {})
+        parked.questions.answer(call.answers or {})
         self.parking.unpark(parked)
-        return await self._settle(call, exchange, parked)
+        return await self._next_round(call, exchange, parked)
 
     def _check_answers(self, call: Call, parked: ParkedCall) -> Failure | None:
         """The client's answers answer what was asked: no unknown keys, each of the
@@ -199,7 +199,7 @@ class ParkedCalls:
         adapter = self.client_adapter(call)
         if isinstance(adapter, Failure):
             return adapter
-        asked = parked.unanswered()
+        asked = parked.questions.unanswered()
         for key, answer in (call.answers or {}).items():
             ask = asked.get(key)
             if ask is None:

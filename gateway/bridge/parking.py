@@ -72,8 +72,8 @@ class ParkingTable:
     def park(self, parked: ParkedCall) -> None:
         """Keep (or keep again) a call, with a fresh deadline.  Raises a Failure (the
         call released) when the table is full of calls that may not give way."""
-        principal = parked.principal
-        if parked.id not in self._calls:
+        principal, key = parked.principal, parked.id
+        if key not in self._calls:
             while self.shares.held(principal) >= self.per_principal:
                 # The caller's own oldest goes, never anybody else's.
                 self.expire(str(self.shares.oldest(principal)))
@@ -87,11 +87,11 @@ class ParkingTable:
                     limit=self.max_entries,
                 )
                 raise refused
-            self.shares.add(principal, parked.id)
+            self.shares.add(principal, key)
         else:
-            self.shares.touch(parked.id)
-        self._calls[parked.id] = parked
-        self._calls.move_to_end(parked.id)
+            self.shares.touch(key)
+        self._calls[key] = parked
+        self._calls.move_to_end(key)
         at_quota = self.shares.held(principal) >= self.per_principal
         # Its own deadline first: _shorten then finds it set (one timer per park).
         self._deadline(parked, self.short_ttl if at_quota else self.ttl)
@@ -130,10 +130,9 @@ class ParkingTable:
             self._hurried.discard(parked.principal)  # well under its quota again
 
     def unpark(self, parked: ParkedCall) -> None:
-        if not parked.named:
-            return  # never parked: nothing to forget, no deadline set
-        if self._calls.get(parked.id) is parked:
-            del self._calls[parked.id]
+        if self._calls.get(parked.id) is not parked:
+            return  # never parked, or already let go: nothing to forget, no deadline set
+        del self._calls[parked.id]
         self._forget(parked)
         if parked._expiry is not None:
             parked._expiry.cancel()

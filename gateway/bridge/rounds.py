@@ -23,6 +23,7 @@ import asyncio
 import secrets
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 
 from gateway.bridge.principal import ANONYMOUS
 from gateway.core import Answer, Ask, EventSink, Outcome, discard_event
@@ -65,7 +66,8 @@ class ParkedCall:
     emit: EventSink = discard_event
     missing: Ask | None = None
     _expiry: asyncio.TimerHandle | None = None
-    _id: str | None = None
+    # The unguessable name its sealed state carries.
+    id: str = field(default_factory=partial(secrets.token_urlsafe, 16))
 
     def move(self, to: Phase) -> None:
         if to is not self.phase and to not in TRANSITIONS[self.phase]:
@@ -78,31 +80,9 @@ class ParkedCall:
         return not TRANSITIONS[self.phase]
 
     @property
-    def id(self) -> str:
-        """The unguessable name its sealed state carries: drawn when first needed (most
-        calls end without ever being parked, and need none)."""
-        if self._id is None:
-            self._id = secrets.token_urlsafe(16)
-        return self._id
-
-    @property
-    def named(self) -> bool:
-        """Whether it was ever named (so possibly parked)."""
-        return self._id is not None
-
-    @property
     def changed(self) -> asyncio.Event:
         """Set when the upstream asks, and when its call ends."""
         return self.questions.changed
-
-    def add_ask(self, ask: Ask) -> asyncio.Future[Answer | None]:
-        return self.questions.ask(ask)[1]
-
-    def unanswered(self) -> dict[str, Ask]:
-        return self.questions.unanswered()
-
-    def answer(self, answers: dict[str, Answer]) -> None:
-        self.questions.answer(answers)
 
     def unasked(self) -> None:
         """The call ended with questions its client was never put: they resolve to

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from gateway import tracing
 from gateway.core import Call, Failure, FailureKind
 
 PREFIX = "gw1."
@@ -73,6 +74,8 @@ class StateSealer:
         }
         if self.owner is not None:
             claims["o"] = self.owner
+        if tracing.active is not None:  # OpenTelemetry on: the trace the retry joins
+            tracing.active.stamp(claims)
         payload = orjson.dumps(claims, option=orjson.OPT_SORT_KEYS)
         tag = hmac.new(self.key, payload, hashlib.sha256).digest()
         return PREFIX + _b64(payload) + "." + _b64(tag)

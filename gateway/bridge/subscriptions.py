@@ -129,7 +129,7 @@ class _Feed:
     exchange: Exchange  # whose credentials and client context open it
     filter: Interest = field(default_factory=Interest)
     task: asyncio.Task[None] | None = None
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
     honoured: Interest | None = None
 
 
@@ -459,7 +459,7 @@ class SubscriptionHub:
         wanted = self._union(scope)
         feed = self._feeds.get(scope)
         if feed is not None and feed.filter == wanted and feed.task and not feed.task.done():
-            return await self._settled(feed) if wait else None
+            return await self._acknowledged(feed) if wait else None
         if feed is not None and feed.task is not None:
             feed.task.cancel()
         if wanted.empty:
@@ -471,12 +471,12 @@ class SubscriptionHub:
         feed = _Feed(scope, exchange, wanted)
         self._feeds[scope] = feed
         feed.task = asyncio.get_running_loop().create_task(self._run_feed(feed))
-        return await self._settled(feed) if wait else None
+        return await self._acknowledged(feed) if wait else None
 
-    async def _settled(self, feed: _Feed) -> Failure | None:
+    async def _acknowledged(self, feed: _Feed) -> Failure | None:
         try:
             async with asyncio.timeout(self.ack_timeout):
-                await feed.settled.wait()
+                await feed.acknowledged.wait()
         except TimeoutError:
             return Failure(
                 FailureKind.UPSTREAM_TIMEOUT, "the upstream did not acknowledge the subscription"
@@ -502,7 +502,7 @@ class SubscriptionHub:
                         feed.honoured = honoured
                         acknowledged = True
                         failures = 0
-                        feed.settled.set()
+                        feed.acknowledged.set()
                         continue
                     await self.dispatch(feed.scope, event)
             except asyncio.CancelledError:
@@ -513,7 +513,7 @@ class SubscriptionHub:
                 log.info("upstream listen lost", error=str(exc))
             if not acknowledged:
                 failures += 1
-                feed.settled.set()  # whoever waits for this attempt hears it failed
+                feed.acknowledged.set()  # whoever waits for this attempt hears it failed
             if failures >= MAX_REOPEN_FAILURES:
                 log.warning("giving up on the upstream listen", scope=feed.scope)
                 return

@@ -1,23 +1,28 @@
 """A store in a directory: what ``--workers N`` shares on one machine without Redis.
 
 Every entry is a small file, written whole and renamed into place (so a reader
-never sees half of one); single use is an exclusive create.  Expiry is wall
-clock time, since the readers are other processes.
+never sees half of one); single use is an exclusive create; a rate limit's token
+bucket is a file locked (``flock``) while it is read and rewritten.  Expiry is
+wall clock time, since the readers are other processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gateway.cluster.store import MAX_RESULTS, Replica
+from gateway.policy import MAX_BUCKETS, Limit, Taken
+from gateway.policy.buckets import full_after, take_one_each
 
 # Used-state markers older than this many of their own TTLs are swept now and then.
 _SWEEP_EVERY = 256
@@ -28,9 +33,10 @@ class FileStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        for part in ("replicas", "used", "verdicts", "results"):
+        for part in ("replicas", "used", "verdicts", "results", "buckets"):
             (self.root / part).mkdir(parents=True, exist_ok=True)
         self._uses = 0
+        self._takes = 0
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
@@ -114,7 +120,55 @@ class FileStore:
         entry = {"result": raw.decode(), "expiry": time.time() + ttl}
         self._write(folder / f"{_safe(key)}.json", entry)
 
+    async def take_tokens(self, limits: Sequence[Limit]) -> Taken:
+        """The buckets' files locked in one order (no two workers wait on each other),
+        read, rewritten and unlocked: one worker's take at a time per bucket."""
+        self._takes += 1
+        if self._takes % _SWEEP_EVERY == 0:
+            self._sweep_buckets()
+        now = time.time()
+        paths = [self.root / "buckets" / _safe(key) for key, _ in limits]
+        fds: dict[Path, int] = {}
+        try:
+            for path in sorted(set(paths)):
+                fds[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(fds[path], fcntl.LOCK_EX)
+            held = [_bucket(os.pread(fds[path], 256, 0)) for path in paths]
+            taken, levels = take_one_each(held, limits, now)
+            for path, level, (_, rate) in zip(paths, levels, limits, strict=True):
+                entry = orjson.dumps({"v": level, "t": now, "x": now + full_after(rate)})
+                os.ftruncate(fds[path], 0)
+                os.pwrite(fds[path], entry, 0)
+            return taken
+        finally:
+            for fd in fds.values():
+                os.close(fd)  # and with it the lock
+
+    def _sweep_buckets(self, now: float | None = None) -> None:
+        """Buckets full again are forgotten; past MAX_BUCKETS, the least recently used."""
+        now = time.time() if now is None else now
+        kept = []
+        for path in (self.root / "buckets").iterdir():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                data = orjson.loads(path.read_bytes() or b"{}")
+                if float(data.get("x", 0)) < now:
+                    path.unlink()
+                else:
+                    kept.append((path.stat().st_mtime, path))
+        for _, path in sorted(kept)[: max(0, len(kept) - MAX_BUCKETS)]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     async def close(self) -> None:
+        return None
+
+
+def _bucket(raw: bytes) -> tuple[float, float] | None:
+    """A bucket file's tokens and when they were counted (None: new, or unreadable)."""
+    try:
+        data = orjson.loads(raw)
+        return float(data["v"]), float(data["t"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 
 

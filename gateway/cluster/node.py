@@ -162,7 +162,7 @@ class ClusterNode:
 
     def here(self, path: str, headers: Mapping[str, str], body: bytes) -> bool:
         """Whether a POST (``headers`` by lower-case name) is answered here with nothing
-        to verify or relay: what the middleware decides, for the lean lane."""
+        to verify or relay: what the middleware decides, for the lane."""
         entry = self.routes.get(path)
         if entry is None:
             return True

@@ -6,13 +6,16 @@ the ``redis`` client is never imported (it is the optional ``cluster`` extra).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
+from gateway.cluster.redis_buckets import RedisBuckets
 from gateway.cluster.store import Replica
 from gateway.core.jsonrpc import load_object
+from gateway.policy import Limit, Taken
 
 PREFIX = "gw:"
 
@@ -20,11 +23,14 @@ PREFIX = "gw:"
 class RedisStore:
     """Keys: ``gw:replica:<id>`` (expiring: the heartbeat), ``gw:used:<digest>``
     (SET NX with the state's lifetime), ``gw:verdict:<route>``,
-    ``gw:result:<route digest>:<call digest>`` (expiring with the result's ttlMs)."""
+    ``gw:result:<route digest>:<call digest>`` (expiring with the result's ttlMs),
+    ``gw:rate:<route digest>:<p|t>:<caller digest>`` (a token bucket: a hash of its
+    tokens and when they were counted, expiring once full again)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._redis: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:")
 
     async def ping(self) -> None:
         await self._redis.ping()
@@ -61,6 +67,11 @@ class RedisStore:
 
     async def put_result(self, key: str, raw: bytes, ttl: float) -> None:
         await self._redis.set(f"{PREFIX}result:{key}", raw, px=_ms(ttl))
+
+    async def take_tokens(self, limits: Sequence[Limit]) -> Taken:
+        """One token from every bucket of ``limits``, or none, atomically for the whole
+        cluster (see :mod:`gateway.cluster.redis_buckets`)."""
+        return await self._buckets.take(limits)
 
     async def close(self) -> None:
         await self._redis.aclose()

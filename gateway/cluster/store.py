@@ -12,17 +12,23 @@ only has to say which replicas are alive and where they are.  What it holds:
 - public list results (``cacheScope: public``) within their ``ttlMs``, per
   route: see :mod:`gateway.bridge.sharedcache`.  Bounded: at most
   ``MAX_RESULTS`` entries in a process or directory store; in Redis each
-  entry expires with its ttl and is at most 256 KiB.
+  entry expires with its ttl and is at most 256 KiB;
+- rate limits' token buckets (:mod:`gateway.policy`), so every replica takes
+  from the same bucket.  Bounded: a bucket expires once it would be full again,
+  and a process or directory store keeps at most ``MAX_BUCKETS``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import orjson
 import structlog
+
+from gateway.policy import Limit, LocalBuckets, Taken
 
 # Shared results a memory or directory store keeps at most (oldest dropped first).
 MAX_RESULTS = 1024
@@ -71,6 +77,10 @@ class ClusterStore(Protocol):
 
     async def put_result(self, key: str, raw: bytes, ttl: float) -> None: ...
 
+    async def take_tokens(self, limits: Sequence[Limit]) -> Taken:
+        """Rate limits' token buckets, shared: one token from every bucket of
+        ``limits``, or none (see :class:`gateway.policy.LocalBuckets`)."""
+
     async def close(self) -> None: ...
 
 
@@ -90,6 +100,7 @@ class MemoryStore:
         self._used: dict[str, float] = {}
         self._verdicts: dict[str, tuple[dict[str, Any], float]] = {}
         self._results: dict[str, tuple[bytes, float]] = {}
+        self._buckets = LocalBuckets()
 
     async def register(self, replica: Replica, ttl: float) -> None:
         self._replicas[replica.id] = (replica, time.monotonic() + ttl)
@@ -144,6 +155,9 @@ class MemoryStore:
             while len(self._results) >= MAX_RESULTS:  # oldest inserted first
                 self._results.pop(next(iter(self._results)))
         self._results[key] = (raw, now + ttl)
+
+    async def take_tokens(self, limits: Sequence[Limit]) -> Taken:
+        return self._buckets.take(limits)
 
     async def close(self) -> None:
         return None

@@ -1,9 +1,11 @@
 """The normalized core: revision-free values every other layer speaks."""
 
-from gateway.core.ask import Answer, Ask, AskKind
+from gateway.core.ask import ASK_KINDS, Answer, Ask, AskKind
 from gateway.core.call import (
     CACHEABLE,
     MAY_ASK,
+    NOTIFICATIONS,
+    OPERATIONS,
     PAGINATED,
     Call,
     ClientContext,
@@ -27,8 +29,11 @@ from gateway.core.preamble import Preamble, SessionView
 from gateway.core.task import Task
 
 __all__ = [
+    "ASK_KINDS",
     "CACHEABLE",
     "MAY_ASK",
+    "NOTIFICATIONS",
+    "OPERATIONS",
     "PAGINATED",
     "Answer",
     "Ask",

@@ -17,11 +17,12 @@ class AskKind(Enum):
         return self.value
 
     @classmethod
-    def for_method(cls, method: str) -> AskKind | None:
-        try:
-            return cls(method)
-        except ValueError:
-            return None
+    def for_method(cls, method: object) -> AskKind | None:
+        return ASK_KINDS.get(method) if isinstance(method, str) else None
+
+
+# A method name's AskKind (a dict: Enum's own lookup by value is a Python call chain).
+ASK_KINDS: dict[str, AskKind] = {kind.value: kind for kind in AskKind}
 
 
 @dataclass(frozen=True, slots=True)

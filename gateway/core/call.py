@@ -47,19 +47,17 @@ class Operation(Enum):
     __hash__ = object.__hash__
 
     @classmethod
-    def for_method(cls, method: str) -> Operation:
-        try:
-            return _BY_METHOD.get(method, cls.OTHER)
-        except TypeError:  # not a string at all
-            return cls.OTHER
+    def for_method(cls, method: object) -> Operation:
+        return OPERATIONS.get(method, cls.OTHER) if isinstance(method, str) else cls.OTHER
 
     @property
     def is_notification(self) -> bool:
-        return self in _NOTIFICATIONS
+        return self in NOTIFICATIONS
 
 
-_BY_METHOD: dict[str, Operation] = {op.value: op for op in Operation if op is not Operation.OTHER}
-_NOTIFICATIONS = frozenset(op for op in Operation if op.value.startswith("notifications/"))
+# A method name's Operation (what decoding looks up: a dict, not a call per message).
+OPERATIONS: dict[str, Operation] = {op.value: op for op in Operation if op is not Operation.OTHER}
+NOTIFICATIONS = frozenset(op for op in Operation if op.value.startswith("notifications/"))
 
 
 # Operations whose complete results may carry caching hints (ttlMs, cacheScope).
@@ -99,6 +97,9 @@ class ClientContext:
     info: dict[str, Any] | None = None
     log_level: str | None = None
     adapter: object = None
+    # The client asks for its tools to run as tasks (the tasks extension): decided
+    # once, at decode, by its adapter.
+    tasks: bool = False
 
 
 @dataclass(slots=True)
@@ -120,10 +121,11 @@ class Call:
     progress_token: str | int | None = None
     answers: dict[str, Answer] | None = None
     state: str | None = None
+    # A tools/call's `Mcp-Param-*` headers by lower-case name, which the forwarder
+    # checks against the tool (None: its revision and transport mirror no arguments).
+    param_headers: dict[str, str] | None = None
 
-    @property
-    def is_notification(self) -> bool:
-        return self.id is None
+    # A notification is a Call without an id (JSON-RPC's own rule): ``call.id is None``.
 
     @property
     def name(self) -> str | None:

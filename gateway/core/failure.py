@@ -38,6 +38,9 @@ class FailureKind(Enum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     # The caller is over one of its quotas (sessions, parked calls, streams, calls).
     QUOTA_EXCEEDED = "quota_exceeded"
+    # The caller called faster than its route's rate limit lets it (a token bucket):
+    # ``data.retryAfterSeconds`` says when the next call may go.
+    RATE_LIMITED = "rate_limited"
     # The gateway itself is short of a resource (descriptors, a global bound): later.
     OVERLOADED = "overloaded"
     # Upstream trouble: the gateway's own kinds.

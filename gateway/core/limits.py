@@ -27,7 +27,9 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
         elif isinstance(node, list):
             children = node
         else:
-            continue
+            # Only the root can be a scalar (children are pushed only if containers),
+            # so `break` would end the same empty stack: an equivalent mutant.
+            continue  # pragma: no mutate
         if depth > limit:
             return True
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
@@ -43,7 +45,8 @@ class DescriptorBudget:
     (``/proc/self/fd``) is sampled at most every ``interval`` seconds.
     """
 
-    def __init__(self, reserve: int, interval: float = 0.25) -> None:
+    # The interval is a tuning value (how stale the count may be), not a behaviour.
+    def __init__(self, reserve: int, interval: float = 0.25) -> None:  # pragma: no mutate
         self.reserve = reserve
         self.interval = interval
         self._open = 0

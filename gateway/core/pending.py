@@ -26,7 +26,8 @@ class Questions(Generic[Q, A]):
     awaits.  ``changed`` is set whenever one is asked (and by the owner, for other
     news, such as the call's end)."""
 
-    def __init__(self, prefix: str = "q") -> None:
+    # Keys are opaque to clients: the prefix only makes them readable in logs.
+    def __init__(self, prefix: str = "q") -> None:  # pragma: no mutate
         self._prefix = prefix
         self._numbers = itertools.count(1)
         self._waiting: dict[str, tuple[Q, asyncio.Future[A]]] = {}
@@ -70,6 +71,13 @@ class Questions(Generic[Q, A]):
             if not future.done():
                 future.set_result(answer_for(question))
         self._waiting.clear()
+
+    def take_all(self) -> list[tuple[Q, asyncio.Future[A]]]:
+        """Hand every question still waiting to whoever answers them now (they stop
+        being held here; their askers keep waiting on the same futures)."""
+        taken = [(q, future) for q, future in self._waiting.values() if not future.done()]
+        self._waiting.clear()
+        return taken
 
     def cancel_all(self) -> None:
         """Nobody will answer any more (the client's session ended): every asker

@@ -17,6 +17,9 @@ class SessionView:
     info: dict[str, Any] | None = None
     log_level: str | None = None
     initialized: bool = False
+    # The adapter of the revision the session negotiated, kept with the session
+    # from its handshake on (opaque here, as ``ClientContext.adapter``).
+    adapter: object = field(default=None, repr=False)
 
 
 @dataclass(slots=True)
@@ -39,6 +42,9 @@ class Preamble:
     parse_error: str | None = None
     peer: str = ""
     session_id: str | None = None
+    # The revision the message names for itself (a stateless revision's `_meta`), read once
+    # when its adapter is selected.
+    named_version: str | None = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())

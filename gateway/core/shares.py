@@ -70,7 +70,8 @@ class FairTable(Generic[K]):
 
     def add(self, owner: str, key: K) -> None:
         """Count ``key`` as ``owner``'s (room made first, with :meth:`make_room`)."""
-        self._owned.setdefault(owner, OrderedDict())[key] = None
+        # An ordered set: the value is never read.
+        self._owned.setdefault(owner, OrderedDict())[key] = None  # pragma: no mutate
         self._lru[key] = owner
 
     def touch(self, key: K) -> None:

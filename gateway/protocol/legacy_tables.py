@@ -29,6 +29,7 @@ CODES: dict[FailureKind, int] = {
     FailureKind.METHOD_NOT_ALLOWED: -32600,
     # Implementation-defined server errors (JSON-RPC's -32000 to -32099 range).
     FailureKind.QUOTA_EXCEEDED: -32000,
+    FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
@@ -51,5 +52,6 @@ STATUSES: dict[FailureKind, int] = {
     FailureKind.PAYLOAD_TOO_LARGE: 413,
     FailureKind.METHOD_NOT_ALLOWED: 405,
     FailureKind.QUOTA_EXCEEDED: 429,
+    FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
 }

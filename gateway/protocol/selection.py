@@ -67,6 +67,12 @@ class AdapterSet:
     def handshake(self) -> list[Adapter]:
         return [a for a in self.adapters if a.has_handshake]
 
+    def names_stateless(self, version: str | None) -> bool:
+        """An ``MCP-Protocol-Version`` header names a stateless revision of this set
+        (which has no sessions: a GET stream or DELETE is not its to ask)."""
+        adapter = self.by_version.get(version) if version is not None else None
+        return adapter is not None and not adapter.has_handshake
+
     @property
     def default_legacy(self) -> Adapter:
         """For a request that names no revision: the newest that needs no version header."""
@@ -105,8 +111,8 @@ class AdapterSet:
         message: dict[str, Any] = first if isinstance(first, dict) else {}
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-        per_request = self.named_version(message)
-        header = preamble.header("mcp-protocol-version")
+        per_request = preamble.named_version = self.named_version(message)
+        header = preamble.headers.get("mcp-protocol-version")
         if per_request is not None:
             adapter = self.by_version.get(per_request)
             if adapter is None or adapter.has_handshake:

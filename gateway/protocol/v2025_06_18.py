@@ -110,7 +110,8 @@ def _flat_field(prop: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "string" and isinstance(options, list):
         if not options or not all(_titled_option(o) for o in options):
             return None
-        titled = {k: v for k, v in prop.items() if k in _ENUM_KEYS - {"enum", "enumNames"}}
+        # The options' values and titles replace any enum the field also carries.
+        titled = {k: v for k, v in prop.items() if k in _ENUM_KEYS}
         values = [o["const"] for o in options]
         return {
             **titled,

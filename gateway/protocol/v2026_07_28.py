@@ -7,12 +7,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from gateway.core import (
     CACHEABLE,
     MAY_ASK,
+    NOTIFICATIONS,
     Answer,
     Ask,
     AskKind,
@@ -58,10 +59,10 @@ LIST_KEYS = {
 }
 URIS_KEY = "resourceSubscriptions"
 # Requests whose Mcp-Name header mirrors a body field.
-NAMED = {
-    Operation.TOOLS_CALL: "name",
-    Operation.PROMPTS_GET: "name",
-    Operation.RESOURCES_READ: "uri",
+NAMED = {  # the params field that `Mcp-Name` mirrors, by method
+    Operation.TOOLS_CALL.value: "name",
+    Operation.PROMPTS_GET.value: "name",
+    Operation.RESOURCES_READ.value: "uri",
 }
 
 
@@ -158,7 +159,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def check_params(
         self, operation: Operation, params: dict[str, Any], preamble: Preamble
     ) -> Failure | None:
-        if operation.is_notification or rpc.is_notification(preamble.body):
+        if operation in NOTIFICATIONS or rpc.is_notification(preamble.body):
             return None  # notification `_meta` is optional (vendor notifications too)
         responses = params.get("inputResponses")
         if responses is not None and not (
@@ -275,7 +276,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         result: dict[str, Any] = {"resultType": "input_required"}
         if outcome.asks:
             result["inputRequests"] = {
-                key: {"method": ask.method, "params": self.project_ask_params(ask)}
+                key: {"method": ask.kind.value, "params": self.project_ask_params(ask)}
                 for key, ask in outcome.asks.items()
             }
         if outcome.state is not None:
@@ -286,7 +287,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     def _project_input_request(self, request: Any) -> Any:
         """A task's input request as this revision's input requests look."""
-        kind = AskKind.for_method(str(request.get("method"))) if isinstance(request, dict) else None
+        kind = AskKind.for_method(request.get("method")) if isinstance(request, dict) else None
         params = request.get("params") if isinstance(request, dict) else None
         if kind is None or not isinstance(params, dict):
             return request
@@ -340,8 +341,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
     def client_read_acknowledgement(self, event: Event) -> Interest | None:
         if event.method != ACKNOWLEDGED:
             return None
-        got = event.params.get("notifications")
-        return self.listen_interest({"notifications": got}) if isinstance(got, dict) else Interest()
+        # A filter that is no object honours nothing (listen_interest reads it so).
+        return self.listen_interest({"notifications": event.params.get("notifications")})
 
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
@@ -365,26 +366,25 @@ class Adapter2026_07_28(Adapter2025_11_25):
         body = preamble.body
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             return None  # the decoder reports what is wrong with the body itself
-        header_version = preamble.header("mcp-protocol-version")
+        header_version = preamble.headers.get("mcp-protocol-version")
         # Any JSON value may arrive as params: the decoder refuses a non-object one.
         raw = body.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        meta = params.get("_meta")
-        meta_version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        meta_version = preamble.named_version  # as selection read it from `_meta`
         if header_version is None:
             return _mismatch("the MCP-Protocol-Version header is required")
         if meta_version is not None and header_version != meta_version:
             return _mismatch("MCP-Protocol-Version does not match _meta protocolVersion")
         if body.get("id") is None:
             return None  # headers on notifications are not defined
-        method_header = preamble.header("mcp-method")
+        method_header = preamble.headers.get("mcp-method")
         if method_header is None:
             return _mismatch("the Mcp-Method header is required")
         if method_header != body["method"]:
             return _mismatch("Mcp-Method does not match the body's method")
-        field = NAMED.get(Operation.for_method(body["method"]))
+        field = NAMED.get(method_header)
         if field is not None:
-            name_header = preamble.header("mcp-name")
+            name_header = preamble.headers.get("mcp-name")
             value = params.get(field)
             if name_header is None:
                 return _mismatch("the Mcp-Name header is required")
@@ -395,22 +395,21 @@ class Adapter2026_07_28(Adapter2025_11_25):
     mirrors_params = True
 
     def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
     ) -> Failure | None:
         """Each `Mcp-Param-{Name}` the tool declares: present exactly when its argument
         has a value, well-formed (visible ASCII, or valid `=?base64?...?=`), and equal
-        to that value once decoded.  Other transports carry no such headers."""
-        if preamble.transport != "http" or preamble.http_method != "POST":
+        to that value once decoded.  ``headers`` None: a transport without them."""
+        if headers is None:
             return None
         paths = self.client_param_paths(tool)
         if not paths:
             return None  # nothing declared (or a tool whose annotations break the rules)
-        args = arguments if isinstance(arguments, dict) else {}
         for path, name in paths.items():
-            value: Any = args
+            value: Any = arguments  # not an object: no value at any path
             for key in path:
                 value = value.get(key) if isinstance(value, dict) else None
-            header = preamble.header(f"mcp-param-{name}")
+            header = headers.get(name.lower())
             where = "arguments." + ".".join(path)
             if header is None:
                 if _mirrored(value):
@@ -440,7 +439,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         else:
             return headers
         headers["Mcp-Method"] = method
-        field = NAMED.get(Operation.for_method(method))
+        field = NAMED.get(method)
         value = params.get(field) if field else None
         if isinstance(value, str):
             headers["Mcp-Name"] = encode_header_value(value)
@@ -478,7 +477,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         for key, request in requests.items():
             if not isinstance(request, dict):
                 continue
-            kind = AskKind.for_method(str(request.get("method")))
+            kind = AskKind.for_method(request.get("method"))
             params = request.get("params")
             if kind is not None:
                 asks[str(key)] = Ask(kind, dict(params) if isinstance(params, dict) else {})

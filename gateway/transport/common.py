@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,12 +15,11 @@ from gateway.core import (
     Failure,
     FailureKind,
     Operation,
-    Outcome,
     Preamble,
     SessionView,
 )
 from gateway.core import jsonrpc as rpc
-from gateway.protocol import Adapter, AdapterSet
+from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.sessions import Session
 
@@ -79,36 +77,10 @@ def reporter(adapters: AdapterSet, preamble: Preamble) -> Adapter:
     if isinstance(params, dict) and isinstance(params.get("_meta"), dict) and adapters.stateless:
         return adapters.stateless[0]
     if preamble.session is not None:
-        adapter = adapters.by_version.get(preamble.session.protocol_version)
+        adapter = adapter_of(preamble.session)
         if adapter is not None:
             return adapter
     return adapters.default_legacy
-
-
-def observe(
-    observers: list[CallObserver],
-    route: str,
-    upstream_revision: str | None,
-    call: Call,
-    adapter: Adapter,
-    outcome: Outcome,
-    started: float,
-) -> None:
-    """Tell the route's observers about one finished call."""
-    if not observers:
-        return
-    record = {
-        "route": route,
-        "method": call.method,
-        "client_revision": adapter.version,
-        "upstream_revision": upstream_revision,
-        "outcome": outcome.kind.value
-        if isinstance(outcome, Failure)
-        else type(outcome).__name__.lower(),
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-    }
-    for observer in observers:
-        observer(record)
 
 
 def push_asker(

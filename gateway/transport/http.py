@@ -5,7 +5,7 @@ A POST makes one call into the pipeline (:meth:`Pipeline.receive`,
 shares, then its calls are answered through :meth:`Runner.run` as JSON, as an SSE
 stream (:class:`Responder`), or on an HTTP+SSE session's stream.  What is HTTP's
 own is here: the envelope (headers, session id), the body read within its limits,
-the revision's header rules (:meth:`Endpoint.vet`), and the GET streams and DELETE.
+the revision's header rules (:meth:`Endpoint.check_headers`), and the GET streams and DELETE.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from aiohttp import web
 
 from gateway.auth.front import RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
 from gateway.transport.pipeline import Pipeline, Refusal
-from gateway.transport.post import Plain, PostRequest, Sink
+from gateway.transport.post import PostRequest, Sink, WholeAnswer
 from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session
@@ -39,7 +39,7 @@ SESSION_QUERY = "sessionId"
 # this long (seconds); one answered sooner is sent in one go.
 PRIME_AFTER = 0.05
 # What an HTTP+SSE client's POST gets: its answers travel on its stream.
-_ACCEPTED = Plain(202, {}, b"Accepted", "text/plain; charset=utf-8")
+_ACCEPTED = WholeAnswer(202, {}, b"Accepted", "text/plain; charset=utf-8")
 
 
 class _AnswerStream(web.StreamResponse):
@@ -141,12 +141,12 @@ class Responder:
             return self._log.record(self._number, data)
         return encode_event(data, event="message")
 
-    async def finish(self, message: Any, status: int = 200) -> Plain | Sink:
+    async def finish(self, message: Any, status: int = 200) -> WholeAnswer | Sink:
         self._not_soon()
         if self._opening is not None:
             await self._opening
         if self.stream is None and not self._streamed:
-            return Plain(status, self.headers, orjson.dumps(message), JSON)
+            return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
         async with self._lock:
             head = await self._start() if self.stream is None else b""
             frame = self._frame(message)
@@ -166,9 +166,9 @@ class Endpoint:
         self.pipeline = Pipeline(route, route.sessions, _queue)
         self._logs: dict[str, EventLog] = {}  # by session id, while the session lasts
 
-    def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> Plain:
+    def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> WholeAnswer:
         failure = refusal.failure
-        return Plain(
+        return WholeAnswer(
             refusal.adapter.http_status(failure),
             {**failure.headers, **(headers or {})},
             orjson.dumps(refusal.message()),
@@ -177,8 +177,10 @@ class Endpoint:
 
     def _log_of(self, session: Session | None) -> EventLog | None:
         """The session's log of resumable SSE events (None: its revision has none)."""
-        adapter = self.pipeline.session_adapter(session)
-        if session is None or adapter is None or not adapter.resumable_streams:
+        if session is None:
+            return None
+        adapter = adapter_of(session.view)
+        if adapter is None or not adapter.resumable_streams:
             return None
         log = self._logs.get(session.id)
         if log is None:
@@ -198,14 +200,14 @@ class Endpoint:
     # --------------------------------------------------------------- POST
 
     async def post(self, request: web.Request) -> web.StreamResponse:
-        """aiohttp's handler: what the lean lane does not carry comes here."""
+        """aiohttp's handler: what the lane does not carry comes here."""
         answer = await self.answer_post(AioPost(request))
-        if isinstance(answer, Plain):
+        if isinstance(answer, WholeAnswer):
             return to_web(answer)
         assert isinstance(answer, web.StreamResponse)
         return answer
 
-    async def answer_post(self, request: PostRequest) -> Plain | Sink:
+    async def answer_post(self, request: PostRequest) -> WholeAnswer | Sink:
         """One POST, on whichever server carries it: in through the pipeline, then
         answered (JSON, an SSE stream, or on an HTTP+SSE session's stream)."""
         headers = request.lowered
@@ -220,7 +222,7 @@ class Endpoint:
         )
         arrival = await self.pipeline.receive(self, request, preamble)
         if arrival is None:
-            return Plain(400)
+            return WholeAnswer(400)
         if isinstance(arrival, Refusal):
             return await self._refuse_post(arrival, preamble)
         response_headers: dict[str, str] = {}
@@ -229,12 +231,12 @@ class Endpoint:
             if arrival.adapter.session_header:
                 response_headers["Mcp-Session-Id"] = arrival.session.id
         if not arrival.requests and not arrival.failures:
-            return Plain(202, response_headers)
+            return WholeAnswer(202, response_headers)
         if preamble.transport == "sse":
             return await self._answer_on_stream(arrival)
         return await self._answer(request, arrival, response_headers)
 
-    async def _refuse_post(self, refusal: Refusal, preamble: Preamble) -> Plain:
+    async def _refuse_post(self, refusal: Refusal, preamble: Preamble) -> WholeAnswer:
         """An HTTP+SSE client reads every answer on its stream, JSON-RPC errors too (it
         never reads a POST's body); an HTTP status of its own stays the POST's."""
         status = refusal.adapter.http_status(refusal.failure)
@@ -269,7 +271,9 @@ class Endpoint:
     def credentials(self, source: RequestView) -> RequestView | None:
         return source
 
-    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+    def check_headers(
+        self, adapter: Adapter, preamble: Preamble, session: Session | None
+    ) -> Failure | None:
         """What a Streamable HTTP POST of the picked revision must carry: its headers,
         and a session id once the handshake made one (only initialize comes without)."""
         refusal = adapter.check_http(preamble)
@@ -308,7 +312,7 @@ class Endpoint:
 
     async def _answer(
         self, request: PostRequest, arrival: Arrival, headers: dict[str, str]
-    ) -> Plain | Sink:
+    ) -> WholeAnswer | Sink:
         """Streamable HTTP: the answers in the response, as JSON or as an SSE stream."""
         adapter, failures, requests = arrival.adapter, arrival.failures, arrival.requests
         log = self._log_of(arrival.session)
@@ -332,7 +336,7 @@ class Endpoint:
         finally:
             responder.disarm()
 
-    async def _answer_on_stream(self, arrival: Arrival) -> Plain:
+    async def _answer_on_stream(self, arrival: Arrival) -> WholeAnswer:
         """HTTP+SSE: the answers travel on the session's stream."""
         session = arrival.session
         assert session is not None
@@ -362,11 +366,8 @@ class Endpoint:
                 reporter,
                 Failure(FailureKind.NOT_ACCEPTABLE, "Accept must include text/event-stream"),
             )
-        version = headers.get("mcp-protocol-version")
-        if version is not None:
-            adapter = self.adapters.by_version.get(version)
-            if adapter is not None and not adapter.has_handshake:
-                return web.Response(status=405, headers={"Allow": "POST"})
+        if self.adapters.names_stateless(headers.get("mcp-protocol-version")):
+            return web.Response(status=405, headers={"Allow": "POST"})
         if headers.get("mcp-session-id") is None:
             return await self._legacy_sse_stream(request, principal)
         if session is None:
@@ -437,14 +438,14 @@ class Endpoint:
         if refused is not None:
             return self._failure(sse_capable[-1], refused)
         try:
-            return await self._legacy_session(request, principal, sse_capable[-1].version)
+            return await self._legacy_session(request, principal, sse_capable[-1])
         finally:
             self.route.streams.release(principal)
 
     async def _legacy_session(
-        self, request: web.Request, principal: str, version: str
+        self, request: web.Request, principal: str, adapter: Adapter
     ) -> web.StreamResponse:
-        session = self.pipeline.open_session(version, principal)
+        session = self.pipeline.open_session(adapter, principal)
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
@@ -504,9 +505,7 @@ class Endpoint:
         if isinstance(found, web.Response):
             return found
         session, _ = found
-        version = headers.get("mcp-protocol-version")
-        modern = self.adapters.by_version.get(version) if version is not None else None
-        if modern is not None and not modern.has_handshake:
+        if self.adapters.names_stateless(headers.get("mcp-protocol-version")):
             # The stateless revision has no sessions to end (as GET answers too).
             return web.Response(status=405, headers={"Allow": "POST"})
         if headers.get("mcp-session-id") is None:
@@ -589,7 +588,7 @@ class AioPost:
         return stream
 
 
-def to_web(answer: Plain) -> web.Response:
+def to_web(answer: WholeAnswer) -> web.Response:
     headers = answer.headers
     if answer.content_type is not None:
         headers = {**headers, "Content-Type": answer.content_type}

@@ -15,14 +15,15 @@ this class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import structlog
 
+from gateway import tracing
 from gateway.core import (
     Call,
     ClientContext,
@@ -40,11 +41,10 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import (
     listen_id,
     log_wanted,
-    observe,
     push_asker,
     wanted,
 )
@@ -84,21 +84,16 @@ class Arrival:
     forwarded: dict[str, str]
     session: Session | None
     running: Running | None
+    # Sorted out once from ``items`` (which never changes): its requests, and what
+    # did not decode.
+    requests: list[Call] = field(default_factory=list)
+    failures: list[DecodeFailure] = field(default_factory=list)
     # The route's last word on a failure (e.g. an upstream 401 pointed at the
     # gateway's own metadata), before it is encoded.
-    vet_failure: Callable[[Failure], Failure] | None = None
+    reword_failure: Callable[[Failure], Failure] | None = None
     # The handshake opened (or renewed) the session.
     opened: bool = False
     _profile: asyncio.Future[ServerProfile] | None = field(default=None, repr=False)
-
-    # Sorted out once (``items`` never changes): the transports ask several times.
-    @cached_property
-    def requests(self) -> list[Call]:
-        return [i for i in self.items if isinstance(i, Call) and not i.is_notification]
-
-    @cached_property
-    def failures(self) -> list[DecodeFailure]:
-        return [i for i in self.items if isinstance(i, DecodeFailure)]
 
 
 class Runner:
@@ -125,6 +120,8 @@ class Runner:
     ) -> None:
         self.route = route
         self.adapters = route.adapters
+        # The route's forwarder, which runs what this transport lets in.
+        self.forwarder = route.backend.forwarder
         self.sessions = sessions
         self._push = push
         self.streams_open = streams_open
@@ -140,7 +137,7 @@ class Runner:
     async def profile(self, arrival: Arrival) -> ServerProfile | Failure:
         """What the upstream offers, asked once per message (a Failure when it is not there)."""
         if arrival._profile is None:
-            known = self.route.backend.known_profile()
+            known = self.route.backend.known
             if known is not None:
                 return known  # the usual case: no task to share a lookup
             arrival._profile = asyncio.ensure_future(
@@ -155,20 +152,21 @@ class Runner:
 
     # ----------------------------------------------------------- sessions
 
-    def session_adapter(self, session: Session | None) -> Adapter | None:
-        if session is None:
-            return None
-        return self.adapters.by_version.get(session.view.protocol_version)
+    @staticmethod
+    def session_adapter(session: Session | None) -> Adapter | None:
+        """The adapter of the revision the session negotiated (kept with it)."""
+        return adapter_of(session.view) if session is not None else None
 
     def open_session(
         self,
-        version: str,
+        adapter: Adapter,
         principal: str,
         capabilities: dict[str, Any] | None = None,
         info: dict[str, Any] | None = None,
     ) -> Session:
         """A new downstream session (the handshake, or an HTTP+SSE stream opening)."""
-        session = self.sessions.create(version, principal, capabilities, info)
+        version = adapter.version
+        session = self.sessions.create(version, principal, capabilities, info, adapter)
         session.stream_open = self.streams_open
         return session
 
@@ -183,7 +181,7 @@ class Runner:
     def stream_opened(self, session: Session, on: bool) -> None:
         """The session's standalone stream opened (or closed): list changes follow it."""
         session.stream_open = on
-        hub = self.route.forwarder.subscriptions
+        hub = self.forwarder.subscriptions
         if hub is not None:
             hub.want_lists(session.id, on)
 
@@ -202,11 +200,12 @@ class Runner:
             client = call.client
             if session is None:
                 session = self.open_session(
-                    arrival.adapter.version, arrival.principal, client.capabilities, client.info
+                    arrival.adapter, arrival.principal, client.capabilities, client.info
                 )
                 arrival.session = session
             else:
                 session.view.protocol_version = arrival.adapter.version
+                session.view.adapter = arrival.adapter
                 session.view.capabilities = dict(client.capabilities)
                 session.view.info = client.info
             self._mirror(arrival, session, call, profile)
@@ -244,7 +243,7 @@ class Runner:
             carries_asks=adapter.asks_in_arguments,
         )
         ending = self._exchange(arrival, profile, call, None)
-        forwarder = self.route.forwarder
+        forwarder = self.forwarder
 
         def end() -> None:
             self.spawn(forwarder.end_session(ending))
@@ -256,7 +255,7 @@ class Runner:
     ) -> None:
         """The session hears the upstream's change notifications (in its own revision,
         on its standalone stream while that is open) until it ends."""
-        hub = self.route.forwarder.subscriptions
+        hub = self.forwarder.subscriptions
         if hub is None:
             return
 
@@ -283,14 +282,14 @@ class Runner:
 
     # --------------------------------------------- replies, notifications
 
-    def settle(self, arrival: Arrival, send: Send | None) -> None:
+    def take_replies_and_notices(self, arrival: Arrival, send: Send | None) -> None:
         """What needs no answer: the client's replies to our asks and its notifications."""
         session = arrival.session
         for item in arrival.items:
             if isinstance(item, ClientReply):
                 if session is None or not session.resolve(item.id, item.answer):
                     log.info("dropping a reply to no pending request", id=item.id)
-            elif isinstance(item, Call) and item.is_notification:
+            elif isinstance(item, Call) and item.id is None:
                 if item.operation is Operation.INITIALIZED:
                     if session is not None:
                         session.view.initialized = True
@@ -316,7 +315,7 @@ class Runner:
             if isinstance(profile, Failure):
                 log.info("notification not forwarded", method=call.method, error=profile.message)
                 return
-            await self.route.forwarder.handle(call, self._exchange(arrival, profile, call, send))
+            await self.forwarder.handle(call, self._exchange(arrival, profile, call, send))
         except Exception:  # a notification has nobody to tell; log and move on
             log.exception("notification failed", method=call.method)
         finally:
@@ -352,6 +351,8 @@ class Runner:
             message = adapter.encode_failure(call.id, refused, call.operation)
             return Reply(message, adapter.http_status(refused))
         try:
+            if tracing.active is not None:  # OpenTelemetry on: the call as a server span
+                return await tracing.active.serve(self._run, self.route, arrival, call, send)
             return await self._run(arrival, call, send)
         finally:
             calls.release(arrival.principal)
@@ -365,19 +366,16 @@ class Runner:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
-            refused = await self._check_param_headers(arrival, call, exchange)
-            outcome = refused or await self._handle(arrival, call, exchange)
-        if isinstance(outcome, Failure) and arrival.vet_failure is not None:
-            outcome = arrival.vet_failure(outcome)
-        observe(
-            self.route.observers,
-            self.route.path,
-            self.route.backend.upstream_revision,
-            call,
-            adapter,
-            outcome,
-            started,
-        )
+            policy = self.route.policy
+            if policy is not None:  # exposure and rate limits, then the call (or its pages)
+                handle = functools.partial(self._handle, arrival, exchange=exchange)
+                outcome = await policy.run(call, arrival.principal, handle)
+            else:
+                outcome = await self._handle(arrival, call, exchange)
+        if isinstance(outcome, Failure) and arrival.reword_failure is not None:
+            outcome = arrival.reword_failure(outcome)
+        if self.route.observers:
+            self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)
         failed = isinstance(outcome, Failure)
         status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
@@ -388,6 +386,25 @@ class Runner:
             status,
             dict(outcome.headers) if isinstance(outcome, Failure) and failed else {},
         )
+
+    def _observe(
+        self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float
+    ) -> None:
+        """Tell the route's observers (log, metrics) about one finished call."""
+        versions = profile.versions  # the first is the upstream's revision
+        outcome_name = (
+            outcome.kind.value if isinstance(outcome, Failure) else type(outcome).__name__.lower()
+        )
+        record = {
+            "route": self.route.path,
+            "method": call.method,
+            "client_revision": adapter.version,
+            "upstream_revision": versions[0] if versions else self.route.backend.upstream_revision,
+            "outcome": outcome_name,
+            "duration_ms": round((time.perf_counter() - at) * 1000, 3),
+        }
+        for observer in self.route.observers:
+            observer(record)
 
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None
@@ -402,24 +419,6 @@ class Runner:
         replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
-    async def _check_param_headers(
-        self, arrival: Arrival, call: Call, exchange: Exchange
-    ) -> Failure | None:
-        """A tools/call's mirrored argument headers, checked against the tool as the
-        upstream lists it to this caller (only revisions that mirror them, on HTTP).
-        Checked here, not only upstream: the gateway mints the upstream's headers from
-        the arguments, so a client's wrong header would otherwise pass unseen."""
-        adapter = arrival.adapter
-        if call.operation is not Operation.TOOLS_CALL or not adapter.mirrors_params:
-            return None
-        if arrival.preamble.transport != "http" or call.name is None:
-            return None
-        tool = await self.route.backend.declared_tool(call, exchange)
-        if tool is None:
-            return None  # nothing to check against: the upstream answers the call
-        arguments = call.params.get("arguments")
-        return adapter.check_param_headers(tool, arguments, arrival.preamble)
-
     async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
         """Run the call as a task of its own, which the client's cancellation can stop
         (where a cancelled call is still answered; elsewhere the transport registers
@@ -428,8 +427,8 @@ class Runner:
         listen = call.operation is Operation.LISTEN
         if not listen and (running is None or call.id is None):
             # Nothing can cancel it on its own: no task of its own either.
-            return await _outcome(self.route.forwarder.handle(call, exchange))
-        task = asyncio.ensure_future(self.route.forwarder.handle(call, exchange))
+            return await _outcome(self.forwarder.handle(call, exchange))
+        task = asyncio.ensure_future(self.forwarder.handle(call, exchange))
         if running is not None and call.id is not None:
             running[call.id] = task
         if listen:

@@ -1,4 +1,4 @@
-"""The lean lane: the usual Streamable HTTP POST served straight off the socket.
+"""The lane: the usual Streamable HTTP POST served straight off the socket.
 
 aiohttp's server was the largest library cost left per request (its request
 handler, router, middleware, response and stream writer objects); parsed by
@@ -30,8 +30,9 @@ import httptools
 import structlog
 from aiohttp import web
 
+from gateway.core.limits import DescriptorBudget
 from gateway.transport.http import Endpoint
-from gateway.transport.post import Plain, Sink
+from gateway.transport.post import Sink, WholeAnswer
 
 log = structlog.get_logger(__name__)
 
@@ -48,7 +49,7 @@ _OWS = (" ", "\t")
 # Header names seen, decoded once: (as sent, lower-case).  Bounded: names are few.
 _NAMES: dict[bytes, tuple[str, str]] = {}
 NAMES_KEPT = 512
-_INTERNAL_ERROR = Plain(500, {}, b"Internal Server Error", "text/plain; charset=utf-8")
+_INTERNAL_ERROR = WholeAnswer(500, {}, b"Internal Server Error", "text/plain; charset=utf-8")
 
 
 @dataclass
@@ -58,8 +59,9 @@ class LaneHooks:
 
     # Binds the request's log context; returns its request id.
     context: Callable[[Mapping[str, str]], str]
-    # A refusal before any work (the process short of descriptors), or None.
-    overloaded: Callable[[], Plain | None]
+    # Whether the process is short of descriptors, and the refusal it answers then.
+    budget: DescriptorBudget
+    overloaded: Callable[[], WholeAnswer]
     # The requests in flight, which a drain waits for.
     requests: set[asyncio.Task[Any]]
 
@@ -326,7 +328,7 @@ class LaneConnection(asyncio.Protocol):
             self._body_timer = None
         self._deadline = math.inf
         self.endpoint = None
-        request = LeanPost(self, self.lowered, self.length, body)
+        request = LanePost(self, self.lowered, self.length, body)
         self.task = self.loop.create_task(self._answer(endpoint, request))
 
     def _body_late(self) -> None:
@@ -338,15 +340,19 @@ class LaneConnection(asyncio.Protocol):
             self.close_after = True
             self._dispatch(self.endpoint, None)
 
-    async def _answer(self, endpoint: Endpoint, request: LeanPost) -> None:
+    async def _answer(self, endpoint: Endpoint, request: LanePost) -> None:
         task = asyncio.current_task()
         assert task is not None
         requests = self.lane.hooks.requests
         requests.add(task)
         try:
             request.request_id = self.lane.hooks.context(request.lowered)
-            answer = self.lane.hooks.overloaded() or await endpoint.answer_post(request)
-            if isinstance(answer, Plain):
+            hooks = self.lane.hooks
+            if hooks.budget.reserve and hooks.budget.exhausted():
+                answer: WholeAnswer | Sink = hooks.overloaded()
+            else:
+                answer = await endpoint.answer_post(request)
+            if isinstance(answer, WholeAnswer):
                 self.send(request.whole(answer))
                 if self._write_paused:
                     await self.drain()  # a client that pipelines without reading waits
@@ -437,7 +443,7 @@ class LaneConnection(asyncio.Protocol):
             self.transport.abort()
 
 
-class LeanPost:
+class LanePost:
     """A POST the lane carries, as the endpoint reads it."""
 
     __slots__ = ("_body", "connection", "content_length", "lowered", "request_id", "started")
@@ -480,9 +486,9 @@ class LeanPost:
         return body[:limit] if body is not None else None
 
     async def open_stream(self, headers: dict[str, str]) -> Sink:
-        return LeanStream(self, self.head(200, headers, None, None))
+        return LaneStream(self, self.head(200, headers, None, None))
 
-    def whole(self, answer: Plain) -> bytes:
+    def whole(self, answer: WholeAnswer) -> bytes:
         return self.head(answer.status, answer.headers, answer.content_type, answer.body)
 
     def head(
@@ -527,12 +533,12 @@ class _Caseless(Mapping[str, str]):
         return len(self._lowered)
 
 
-class LeanStream:
+class LaneStream:
     """A chunked (SSE) answer: its head goes out with its first write."""
 
     __slots__ = ("_head", "done", "request")
 
-    def __init__(self, request: LeanPost, head: bytes) -> None:
+    def __init__(self, request: LanePost, head: bytes) -> None:
         self.request = request
         self._head = head
         self.done = False

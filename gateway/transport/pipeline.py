@@ -29,9 +29,9 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from gateway.auth.front import RequestView
-from gateway.core import Failure, FailureKind, Operation, Preamble
+from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core.limits import MAX_DEPTH, too_deep
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import first_id, is_initialize, reporter
 from gateway.transport.inbound import Arrival, Runner, Running, Send
 from gateway.transport.sessions import Session
@@ -90,7 +90,9 @@ class Door(Protocol[Source]):
         whole (the connection broke), so nothing can be answered."""
         ...
 
-    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+    def check_headers(
+        self, adapter: Adapter, preamble: Preamble, session: Session | None
+    ) -> Failure | None:
         """The transport's own check of the picked adapter (its headers, say)."""
         ...
 
@@ -126,8 +128,9 @@ class Pipeline(Runner):
             arrival.session = session
             return arrival
         # Answered before anything else: what follows belongs to the new session.
-        arrival.opened = await self.handshake(arrival)
-        self.settle(arrival, door.events)
+        if arrival.adapter.has_handshake:
+            arrival.opened = await self.handshake(arrival)
+        self.take_replies_and_notices(arrival, door.events)
         return arrival
 
     async def caller(
@@ -165,8 +168,8 @@ class Pipeline(Runner):
         auth = self.route.auth
         if auth is not None and view is not None:
             # An upstream 401/403 reaches the client as such, its challenge kept.
-            arrival.vet_failure = lambda failure: auth.passed_on(failure, view)
-        return self.admit(arrival) or arrival
+            arrival.reword_failure = lambda failure: auth.passed_on(failure, view)
+        return self.session_room(arrival) or arrival
 
     def parse(self, preamble: Preamble, raw: bytes) -> Refusal | None:
         """Parse the body into ``preamble``; a Refusal when it is not JSON."""
@@ -204,7 +207,7 @@ class Pipeline(Runner):
         selected = self.adapters.select(preamble)
         if isinstance(selected, Failure):
             return self.refusal(preamble, selected, first_id(body))
-        refused = door.vet(selected, preamble, session)
+        refused = door.check_headers(selected, preamble, session)
         if refused is not None:
             return Refusal(selected, refused, first_id(body))
         if (
@@ -213,7 +216,7 @@ class Pipeline(Runner):
             and session.view.protocol_version != selected.version
             and not is_initialize(body)
         ):
-            return self.adapters.by_version.get(session.view.protocol_version, selected)
+            return adapter_of(session.view) or selected
         return selected
 
     def accept(
@@ -230,9 +233,13 @@ class Pipeline(Runner):
         headers = preamble.headers
         forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
         items = adapter.decode(preamble)
-        return Arrival(preamble, adapter, items, principal, forwarded, session, running)
+        requests = [i for i in items if isinstance(i, Call) and i.id is not None]
+        failures = [i for i in items if isinstance(i, DecodeFailure)]
+        return Arrival(
+            preamble, adapter, items, principal, forwarded, session, running, requests, failures
+        )
 
-    def admit(self, arrival: Arrival) -> Refusal | None:
+    def session_room(self, arrival: Arrival) -> Refusal | None:
         """Whether the caller may open the session its ``initialize`` asks for: at its
         own quota it is refused; with the store full, another caller's idle session
         may give way (fair shares, :mod:`gateway.transport.sessions`)."""

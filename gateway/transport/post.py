@@ -1,6 +1,6 @@
 """What a POST's handling needs of the HTTP server under it, and what it gives back.
 
-Two servers carry POSTs: aiohttp's (every request) and the lean lane
+Two servers carry POSTs: aiohttp's (every request) and the lane
 (:mod:`gateway.transport.lane`, the usual Streamable HTTP POST).  The endpoint's
 logic sees only these shapes, so both run the same code.
 """
@@ -14,7 +14,7 @@ from gateway.auth.front import RequestView
 
 
 @dataclass(slots=True)
-class Plain:
+class WholeAnswer:
     """An answer sent in one piece: status, headers and body."""
 
     status: int

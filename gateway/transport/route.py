@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
-from gateway.bridge.forwarder import Forwarder
 from gateway.bridge.principal import Principals
 from gateway.core import ServerProfile
 from gateway.core.quota import Quota
@@ -16,6 +16,9 @@ from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from gateway.policy import RoutePolicy
 
 DEFAULT_FORWARD_HEADERS = ("authorization", "traceparent", "tracestate", "baggage")
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -55,6 +58,9 @@ class Route:
     auth: RouteAuth | None = None
     # Who a caller is: a keyed digest of its credentials and tenant headers.
     principals: Principals = field(default_factory=lambda: Principals(secrets.token_bytes(32)))
+    # What the route exposes and its rate limits (None: everything, unlimited; a call
+    # then never enters gateway/policy).
+    policy: RoutePolicy | None = None
     # Calls in flight and open standalone streams, per principal and in all.
     calls: Quota = field(
         default_factory=lambda: Quota(
@@ -74,13 +80,6 @@ class Route:
         )
     )
 
-    @property
-    def forwarder(self) -> Forwarder:
-        return self.backend.forwarder
-
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
         """What the upstream offers, with the route's caching hints (raises Failure)."""
         return await self.backend.profile(principal, headers)
-
-    def parked_count(self) -> int:
-        return self.backend.parked_count()

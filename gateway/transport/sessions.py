@@ -177,12 +177,14 @@ class SessionStore:
         principal: str,
         capabilities: dict[str, Any] | None = None,
         info: dict[str, Any] | None = None,
+        adapter: object = None,
     ) -> Session:
         """A new session.  Callers ask :meth:`room_for` first; what this one counts
         can go past a bound only by the handshakes already under way."""
         # 32 random bytes, URL-safe: visible ASCII as the spec requires, unguessable.
         session_id = self.id_prefix + secrets.token_urlsafe(32)
         view = SessionView(session_id, protocol_version, dict(capabilities or {}), info)
+        view.adapter = adapter
         session = Session(view, principal)
         self._sessions[session_id] = session
         self.shares.add(principal, session_id)

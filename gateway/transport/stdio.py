@@ -174,7 +174,9 @@ class StdioServer:
     async def read(self, source: bytes, preamble: Preamble) -> bytes:
         return source
 
-    def vet(self, adapter: Adapter, preamble: Preamble, session: Session | None) -> Failure | None:
+    def check_headers(
+        self, adapter: Adapter, preamble: Preamble, session: Session | None
+    ) -> Failure | None:
         return None
 
     def _start(self, arrival: Arrival, call: Call) -> None:

@@ -85,7 +85,9 @@ class UpstreamLink:
                 read_timeout=None,  # bounded in all by the route's timeout (Calls)
                 listen_named=listen_named,
             )
-        self._verdict: Verdict | None = None
+        self.verdict: Verdict | None = None
+        # Told whenever the verdict changes (the backend drops the profile it cached).
+        self.verdict_changed: Callable[[], None] | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).
         self._digests: dict[tuple[Adapter, bytes], str] = {}
         # Told of each verdict this replica's own probe reaches (the cluster shares it).
@@ -115,42 +117,45 @@ class UpstreamLink:
 
     # ------------------------------------------------------------ the verdict
 
-    @property
-    def verdict(self) -> Verdict | None:
-        return self._verdict
-
     async def ensure(self, principal: str, headers: Mapping[str, str]) -> Verdict:
-        if self._verdict is not None:
-            return self._verdict
+        if self.verdict is not None:
+            return self.verdict
         async with self._probe_lock:
-            if self._verdict is None:
-                handshake = partial(self._first_session, headers)
-                self._verdict = await self._probe.run(headers, handshake)
-                log.info(
-                    "upstream era detected",
-                    upstream=self.settings.url,
-                    revision=self._verdict.adapter.version,
-                    transport=self._verdict.transport,
-                    stateless=not self._verdict.adapter.has_handshake,
-                )
-                if self.on_verdict is not None:
-                    self.on_verdict(self._verdict)
-            return self._verdict
+            if self.verdict is not None:
+                return self.verdict
+            handshake = partial(self._first_session, headers)
+            verdict = await self._probe.run(headers, handshake)
+            self._set_verdict(verdict)
+            log.info(
+                "upstream era detected",
+                upstream=self.settings.url,
+                revision=verdict.adapter.version,
+                transport=verdict.transport,
+                stateless=not verdict.adapter.has_handshake,
+            )
+            if self.on_verdict is not None:
+                self.on_verdict(verdict)
+            return verdict
 
     def adopt(self, verdict: Verdict) -> None:
         """A verdict known elsewhere (another replica's probe): no probe here."""
-        if self._verdict is None:
-            self._verdict = verdict
+        if self.verdict is None:
+            self._set_verdict(verdict)
 
     @property
     def stateless(self) -> bool:
         """Whether the upstream is of the stateless era (known once probed)."""
-        return self._verdict is not None and not self._verdict.adapter.has_handshake
+        return self.verdict is not None and not self.verdict.adapter.has_handshake
 
     def forget(self) -> None:
         """The verdict stopped holding: probe again on the next call."""
-        self._verdict = None
+        self._set_verdict(None)
         self._tools.reset()
+
+    def _set_verdict(self, verdict: Verdict | None) -> None:
+        self.verdict = verdict
+        if self.verdict_changed is not None:
+            self.verdict_changed()
 
     async def _first_session(
         self, headers: Mapping[str, str], transport: str, pinned: Adapter | None
@@ -191,7 +196,7 @@ class UpstreamLink:
 
     def scope(self, exchange: Exchange) -> str:
         """Which upstream session (or stateless listen) serves this exchange's client."""
-        verdict = self._verdict
+        verdict = self.verdict
         if verdict is None or not verdict.adapter.has_handshake:
             return exchange.principal  # a stateless upstream: one listen per principal
         return self._session_key(exchange, verdict.adapter)
@@ -256,13 +261,13 @@ class UpstreamLink:
 
     async def end(self, exchange: Exchange) -> None:
         """A client session is over: its upstream session ends with it."""
-        verdict = self._verdict
+        verdict = self.verdict
         if verdict is not None and verdict.adapter.has_handshake and not self._shared:
             await self._sessions.end(self._session_key(exchange, verdict.adapter))
 
     async def notify(self, call: Call, exchange: Exchange) -> None:
         """A client's notification (its roots changed, say) for its upstream session."""
-        verdict = self._verdict
+        verdict = self.verdict
         if verdict is None or not verdict.adapter.has_handshake:
             return
         if call.operation is Operation.ROOTS_LIST_CHANGED and self._pool_roots(exchange):
@@ -371,8 +376,8 @@ class UpstreamLink:
         on a session of the gateway's own (:meth:`_own_read`), since on the caller's
         session the read would go first and hear questions meant for the client's
         call (server-filesystem's `roots/list` on `initialized`)."""
-        name = call.name
-        if name is None:
+        name = call.params.get("name")  # a tools/call's: the tool
+        if not isinstance(name, str):
             return None
         verdict = self.verdict
         if verdict is None:
@@ -391,7 +396,7 @@ class UpstreamLink:
         """One page of a handshake-era upstream's list, read on the principal's session
         of the gateway's own: opened with the caller's credentials (lists may differ
         by caller) but declaring no capability, so the server has nothing to ask there."""
-        verdict = self._verdict
+        verdict = self.verdict
         if verdict is None:
             return Failure(FailureKind.INTERNAL, "the upstream's era is not known")
         client = replace(listing.client, capabilities={}, info=None, log_level=None)

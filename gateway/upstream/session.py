@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core import Downstream, ServerProfile
+from gateway.core.pending import Questions
 from gateway.upstream.calls import Channel, InFlight
 
 # The key prefix of a session the gateway opens for itself (one per principal): it
@@ -40,10 +41,10 @@ class UpstreamSession(Channel):
     roots: dict[str, Any] | None = None
     # Whether its server has asked roots/list (how the gateway learns it uses roots).
     roots_asked: bool = False
-    # A pool's questions asked outside any call, held for its next call; a future's
-    # None: answered and sent upstream.
-    held: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any] | None]]] = field(
-        default_factory=list
+    # A pool's questions asked outside any call (the upstream's requests), held for
+    # its next call; an answer of None: answered and sent upstream.
+    held: Questions[dict[str, Any], dict[str, Any] | None] = field(
+        default_factory=lambda: Questions("held")
     )
 
     @property

@@ -215,7 +215,7 @@ class SessionPool:
         return [s for s in self._sessions.values() if self._is_pool(s)]
 
     def _idle(self, session: UpstreamSession) -> bool:
-        busy = session.inflight.calls or session.held
+        busy = session.inflight.calls or len(session.held)
         return not busy and not self.watched(session.key or "")
 
     async def _make_room(self, principal: str) -> None:
@@ -292,9 +292,7 @@ class SessionPool:
         session.closed = True
         if session.listener is not None:
             session.listener.cancel()
-        for _, future in session.held:
-            if not future.done():
-                future.cancel()
+        session.held.cancel_all()
         try:
             if session.session_id is not None and self.settings.end_sessions:
                 await self._calls.notices_sent(NOTICE_GRACE)
@@ -376,7 +374,7 @@ class SessionPool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
         if carrier.is_session:
-            await self.unsolicited.settle(session, next(self._calls.ids))
+            await self.unsolicited.ping_first(session, next(self._calls.ids))
         return session
 
     def _client(
@@ -456,7 +454,8 @@ class SessionPool:
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            await self.unsolicited.ask_held(session, exchange)
+            if session.held:  # questions it asked off any call, kept for a client
+                await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.run(session, call, exchange)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")

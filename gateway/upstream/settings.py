@@ -53,7 +53,7 @@ class UpstreamSettings:
     # Requests (questions, pings) one call's upstream may have open at once / in all.
     questions_at_once: int = QUESTIONS_AT_ONCE
     questions_per_call: int = QUESTIONS_PER_CALL
-    # Connections to the upstream open at once (the lean HTTP/1.1 client refuses past it).
+    # Connections to the upstream open at once (the h1 HTTP/1.1 client refuses past it).
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))

@@ -19,7 +19,6 @@ another one:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -105,7 +104,7 @@ class Unsolicited:
         else:
             await self.event(session, message)
 
-    async def settle(self, session: UpstreamSession, request_id: int) -> None:
+    async def ping_first(self, session: UpstreamSession, request_id: int) -> None:
         """A ping on a new stdio or HTTP+SSE session, answered before its first call.
 
         Such a channel keeps order, so what the server sent on reading
@@ -177,7 +176,7 @@ class Unsolicited:
         downstream = session.downstream
         if downstream is not None:
             return self._calls.answer_request(session.adapter, message, downstream.ask)
-        kind = AskKind.for_method(str(message.get("method")))
+        kind = AskKind.for_method(message.get("method"))
         if kind is not None and session.gateways_own:
             # It declared no capability; nobody could answer a question held there.
             return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))
@@ -204,18 +203,18 @@ class Unsolicited:
         self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """A pooled session's question waits (queued now) for the pool's next call."""
-        kind = AskKind.for_method(str(message.get("method")))
+        kind = AskKind.for_method(message.get("method"))
         assert kind is not None
         if len(session.held) >= MAX_HELD:
             return _ready(session.adapter.client_answer(message["id"], Answer.refusal(kind)))
-        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
-        session.held.append((message, future))
-        return self._held(session, message, future, kind)
+        key, future = session.held.ask(message)
+        return self._held(session, message, key, future, kind)
 
     @staticmethod
     async def _held(
         session: UpstreamSession,
         message: dict[str, Any],
+        key: str,
         future: asyncio.Future[dict[str, Any] | None],
         kind: AskKind,
     ) -> dict[str, Any] | None:
@@ -224,15 +223,14 @@ class Unsolicited:
         except TimeoutError:
             return session.adapter.client_answer(message["id"], Answer.refusal(kind))
         finally:
-            with contextlib.suppress(ValueError):
-                session.held.remove((message, future))
+            session.held.forget(key)
 
     async def ask_held(self, session: UpstreamSession, exchange: Exchange) -> None:
         """Put a pooled session's held questions to this call's client (all at once,
         so they come back as one round); their answers go upstream first."""
         if not session.held or exchange.ask is None:
             return
-        held, session.held[:] = list(session.held), []
+        held = session.held.take_all()
 
         async def one(
             message: dict[str, Any], future: asyncio.Future[dict[str, Any] | None]

@@ -160,9 +160,10 @@ def test_the_example_config_loads_and_shows_every_option() -> None:
     ]
     assert settings.routes[0].forward_headers == ["x-tenant"]
     text = EXAMPLE.read_text()
-    # Cluster mode needs a store and a secret: shown commented out.  reuse_port is
+    # Cluster mode needs a store and a secret, rate limits a rate: shown commented
+    # out.  reuse_port is
     # set by --workers for its children, never by hand.
-    optional = ("cluster", "advertise")
+    optional = ("cluster", "advertise", "rate", "burst", "tool_rate", "tool_burst")
     for name in Settings.model_fields:
         if name not in ("config", "routes", "reuse_port", *optional):
             assert f"\n{name} = " in text, f"{name} is not in the example"

@@ -78,6 +78,8 @@ class Cluster:
     lb_port: int
     replicas: list[Replica] = field(default_factory=list)
     starts: int = 0
+    # The replicas' --route values (default: /mcp in front of ``upstream``).
+    routes: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -89,7 +91,11 @@ class Cluster:
         argv = [
             *(sys.executable, "-m", "gateway", "serve"),
             *("--listen", f"127.0.0.1:{replica.port}"),
-            *("--route", f"/mcp={self.upstream}"),
+            *(
+                arg
+                for route in self.routes or [f"/mcp={self.upstream}"]
+                for arg in ("--route", route)
+            ),
             *("--cluster", self.redis_url, "--drain-timeout", "5"),
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "GATEWAY_STATE_KEY": STATE_KEY}
@@ -183,30 +189,31 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         found = Cluster(
             tmp, f"redis://127.0.0.1:{redis_port}/0", f"http://127.0.0.1:{demo_port}/mcp", lb_port
         )
-        found.replicas = [Replica(free_port(), tmp / "unused.log") for _ in range(3)]
-        try:
-            for replica in found.replicas:
-                found.start(replica)
-            servers = "\n".join(
-                f"        server 127.0.0.1:{r.port} max_fails=0;" for r in found.replicas
-            )
-            conf = tmp / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=lb_port))
-            nginx_argv = [
-                nginx,
-                "-c",
-                str(conf),
-                "-p",
-                str(tmp),
-                "-e",
-                str(tmp / "nginx-stderr.log"),
-            ]
-            with _process(nginx_argv, tmp / "nginx.log") as lb:
-                wait_port(lb_port, 10.0, lb)
-                yield found
-        finally:
-            codes = [stop(r.process) for r in found.replicas if r.process is not None]
-        assert codes == [0] * len(codes), f"replicas exited with {codes}"
-        for replica in found.replicas:
-            bad = bad_log_lines(replica.log())
-            assert not bad, "a replica logged errors:\n" + "\n".join(bad[:20])
+        with replicas_behind_nginx(found, nginx):
+            yield found
+
+
+@contextlib.contextmanager
+def replicas_behind_nginx(cluster: Cluster, nginx: str, count: int = 3) -> Iterator[None]:
+    """``count`` replicas started, nginx round-robin in front of them on the cluster's
+    balancer port; on the way out every replica must exit 0 with no error logged."""
+    tmp, lb_port = cluster.tmp, cluster.lb_port
+    cluster.replicas = [Replica(free_port(), tmp / "unused.log") for _ in range(count)]
+    try:
+        for replica in cluster.replicas:
+            cluster.start(replica)
+        servers = "\n".join(
+            f"        server 127.0.0.1:{r.port} max_fails=0;" for r in cluster.replicas
+        )
+        conf = tmp / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=lb_port))
+        nginx_argv = [nginx, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "nginx-stderr.log")]
+        with _process(nginx_argv, tmp / "nginx.log") as lb:
+            wait_port(lb_port, 10.0, lb)
+            yield
+    finally:
+        codes = [stop(r.process) for r in cluster.replicas if r.process is not None]
+    assert codes == [0] * len(codes), f"replicas exited with {codes}"
+    for replica in cluster.replicas:
+        bad = bad_log_lines(replica.log())
+        assert not bad, "a replica logged errors:\n" + "\n".join(bad[:20])

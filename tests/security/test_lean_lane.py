@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.transport.lane import LeanPost
+from gateway.transport.lane import LanePost
 from tests.e2e.fake_client import modern_headers, modern_request
 from tests.security.harness import gateway
 
@@ -256,7 +256,7 @@ def test_a_header_with_a_newline_is_refused() -> None:
         close_after = False
         lane = _Lane()
 
-    request = LeanPost(_Connection(), {}, 0, b"")  # type: ignore[arg-type]
+    request = LanePost(_Connection(), {}, 0, b"")  # type: ignore[arg-type]
     assert request.head(200, {"A": "b"}, None, b"x").startswith(b"HTTP/1.1 200 OK\r\nA: b\r\n")
     with pytest.raises(ValueError, match="newline"):
         request.head(200, {"A": "b\r\nInjected: yes"}, None, b"")

@@ -659,3 +659,92 @@ def test_an_unsupported_version_refusal_offers_versions() -> None:
     assert modern.client_offered_versions({"code": -32021, "data": {"supported": ["x"]}}) == []
     assert modern.client_offered_versions({"code": -32022}) == []
     assert SET.by_version["2025-11-25"].client_offered_versions(error) == []
+
+
+# ------------------------------------------------- what the mutation run asked for
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_client_answer_passes_an_error_on_whole_and_fills_what_is_missing(version: str) -> None:
+    a = adapter(version)
+    rejected = {"code": -1, "message": "User rejected sampling request", "data": {"why": "no"}}
+    assert a.client_answer(1, Answer(error=rejected))["error"] == rejected
+    # An error object without code or message still makes a valid JSON-RPC error.
+    assert a.client_answer(2, Answer(error={}))["error"] == {"code": -32603, "message": ""}
+
+
+@pytest.mark.parametrize("version", LEGACY)
+def test_the_profile_holds_the_revision_the_server_chose(version: str) -> None:
+    chosen = "2024-11-05" if version != "2024-11-05" else "2025-03-26"
+    assert adapter(version).client_read_profile({"protocolVersion": chosen}).versions == (chosen,)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_a_session_request_without_a_call_names_the_revision(version: str) -> None:
+    """From 2025-06-18 every request after initialize carries MCP-Protocol-Version
+    (a notification or a DELETE has no Call)."""
+    headers = adapter(version).client_headers(None, "sid")
+    assert headers["MCP-Protocol-Version"] == version
+    assert headers["Mcp-Session-Id"] == "sid"
+
+
+@pytest.mark.parametrize("version", LEGACY)
+def test_a_lost_session_is_named_by_code_and_message_together(version: str) -> None:
+    a = adapter(version)
+    lost = {"code": -32000, "message": "Bad Request: No valid session ID provided"}
+    assert a.client_names_lost_session({"error": lost})
+    assert a.client_names_lost_session({"error": {"code": -32001, "message": "Session gone"}})
+    assert not a.client_names_lost_session({"error": {"code": -32000, "message": "busy"}})
+    assert not a.client_names_lost_session({"error": {"code": -32002, "message": "session"}})
+    assert not a.client_names_lost_session({"error": {"code": 32001, "message": "session"}})
+    assert not a.client_names_lost_session({"error": {"code": -32001}})
+    assert not a.client_names_lost_session({"error": "session"})
+    assert not a.client_names_lost_session("session")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_upstream_error_without_a_message_has_an_empty_one(version: str) -> None:
+    failure = adapter(version).client_read_failure({"code": 12345})
+    assert failure.kind is FailureKind.UPSTREAM_ERROR and failure.message == ""
+    malformed = adapter(version).client_read_failure({"message": "no code"})
+    assert malformed.message == "the upstream sent a malformed error"
+    missing = adapter(version).client_read_response(TOOL_CALL, {"id": 1, "result": 5})
+    assert isinstance(missing, Failure)
+    assert missing.message == "the upstream answered without a result"
+
+
+def test_only_the_modern_revision_reads_offered_versions() -> None:
+    """A handshake-era server's -32602 to initialize may list versions too: it is not
+    the modern refusal, so nothing is offered."""
+    error = {"code": -32602, "message": "Unsupported", "data": {"supported": ["2025-06-18"]}}
+    for version in LEGACY:
+        assert adapter(version).client_offered_versions(error) == []
+    assert adapter(MODERN).client_offered_versions(None) == []
+
+
+@pytest.mark.parametrize("version", LEGACY)
+def test_a_server_request_with_params_that_are_no_object_asks_with_none(version: str) -> None:
+    message = {"jsonrpc": "2.0", "id": 3, "method": "roots/list", "params": None}
+    assert adapter(version).client_input_requests(message) == {"3": Ask(AskKind.LIST_ROOTS, {})}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_revision_declares_elicitation_exactly_when_it_can_ask_it(version: str) -> None:
+    a = adapter(version)
+    projected = a.client_project_capabilities({"elicitation": {"form": {}}, "roots": {}})
+    assert ("elicitation" in projected) is (AskKind.ELICIT in a.ask_kinds)
+    assert projected["roots"] == {}
+
+
+def test_only_a_value_both_opened_and_closed_by_the_sentinel_is_wrapped() -> None:
+    """The spec: a plain value that starts with `=?base64?` and ends with `?=` is
+    encoded; one that only ends (or only starts) like it is plain."""
+    for plain in ("a?=", "=?base64?a"):
+        assert encode_header_value(plain) == plain
+        assert decode_header_value(plain) == plain
+    wrapped = encode_header_value("=?base64?a?=")
+    assert wrapped != "=?base64?a?=" and decode_header_value(wrapped) == "=?base64?a?="
+
+
+def test_an_adapter_names_its_class_and_revision() -> None:
+    assert repr(adapter("2025-06-18")) == "<Adapter2025_06_18 2025-06-18>"

@@ -16,6 +16,7 @@ from gateway.core import (
     FailureKind,
     InputRequired,
     Operation,
+    Preamble,
     ServerProfile,
     Value,
 )
@@ -275,6 +276,7 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.PAYLOAD_TOO_LARGE: -32600,
     FailureKind.METHOD_NOT_ALLOWED: -32600,
     FailureKind.QUOTA_EXCEEDED: -32000,
+    FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
@@ -308,6 +310,7 @@ LEGACY_STATUSES: dict[FailureKind, int] = {
     FailureKind.PAYLOAD_TOO_LARGE: 413,
     FailureKind.METHOD_NOT_ALLOWED: 405,
     FailureKind.QUOTA_EXCEEDED: 429,
+    FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
 }
 EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
@@ -688,3 +691,73 @@ def test_a_task_result_keeps_its_result_type_for_stateless_clients() -> None:
     assert message is not None
     assert message["result"]["resultType"] == "task"
     assert message["result"]["taskId"] == "t1"
+
+
+# ------------------------------------------------- what the mutation run asked for
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_a_question_the_client_cannot_take_says_which_and_what_is_needed(version: str) -> None:
+    error = encode(version, Operation.TOOLS_CALL, NEEDS)["error"]
+    assert error["message"] == (
+        "The server needs elicitation/create, sampling/createMessage, "
+        "which this client cannot provide"
+    )
+    nothing = encode(version, Operation.PROMPTS_GET, InputRequired(state="s"))["error"]
+    assert nothing["message"] == "The server needs input, which this client cannot provide"
+    assert nothing["data"] == {"requiredCapabilities": {}}
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26"])
+def test_the_tool_result_that_asks_the_model_is_spelled_out(version: str) -> None:
+    needs = InputRequired(asks={"q1": ROOTS}, state=None)
+    text = encode(version, Operation.TOOLS_CALL, needs)["result"]["content"][0]["text"]
+    assert text == "\n".join(
+        [
+            "This tool needs more input before it can finish.",
+            "- `q1` (roots/list): roots/list",
+            f"Call the tool again with the same arguments plus `{ANSWERS_ARGUMENT}` "
+            '(an object mapping each key above to {"action": "accept", "content": {...}} '
+            f'or {{"action": "decline"}}) and `{STATE_ARGUMENT}` set to the value below.',
+            f"{STATE_ARGUMENT}: ",
+        ]
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("headers", "kind", "said"),
+    [
+        (
+            {"accept": "application/json, text/event-stream"},
+            FailureKind.UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ),
+        (
+            {"content-type": "text/plain", "accept": "*/*"},
+            FailureKind.UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ),
+        (
+            {"content-type": "application/json", "accept": "application/json"},
+            FailureKind.NOT_ACCEPTABLE,
+            "Accept must list both application/json and text/event-stream",
+        ),
+        (
+            {"content-type": "application/json"},
+            FailureKind.NOT_ACCEPTABLE,
+            "Accept must list both application/json and text/event-stream",
+        ),
+    ],
+)
+def test_a_post_with_the_wrong_media_types_is_refused_saying_which(
+    version: str, headers: dict[str, str], kind: FailureKind, said: str
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    failure = adapter(version).check_http(Preamble(body=body, headers=headers))
+    assert failure is not None
+    assert failure.kind is kind and failure.message == said
+    relaxed = {**headers, "content-type": "Application/JSON; charset=utf-8", "accept": "*/*"}
+    stdio_like = Preamble(body=body, headers=relaxed, transport="sse")
+    if version != MODERN:
+        assert adapter(version).check_http(stdio_like) is None

@@ -1,14 +1,17 @@
-"""The nesting-depth bound and keyed principals."""
+"""The nesting-depth bound, the descriptor budget and keyed principals."""
 
 from __future__ import annotations
 
+import os
+import resource
 import sys
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.bridge.principal import ANONYMOUS, Principals
-from gateway.core.limits import MAX_DEPTH, too_deep
+from gateway.core.limits import MAX_DEPTH, DescriptorBudget, too_deep
 
 
 def nested(depth: int) -> object:
@@ -46,6 +49,26 @@ def test_depth_agrees_with_a_recursive_count(value: object) -> None:
 KEY = b"k" * 32
 
 
+def test_the_budget_is_spent_when_only_the_reserve_is_left() -> None:
+    limit = DescriptorBudget.limit()
+    assert not DescriptorBudget(0).exhausted()  # no reserve: never refuses
+    assert not DescriptorBudget(1).exhausted()  # this test holds far fewer than the limit
+    assert DescriptorBudget(limit).exhausted()  # a reserve of every descriptor
+
+
+def test_the_open_count_is_sampled_at_most_every_interval() -> None:
+    budget = DescriptorBudget(1, interval=3600)
+    first = budget.open_count()
+    assert first == len(os.listdir("/proc/self/fd"))
+    extra = [os.open(os.devnull, os.O_RDONLY) for _ in range(3)]
+    try:
+        assert budget.open_count() == first  # not sampled again within the hour
+        assert DescriptorBudget(1, interval=0).open_count() >= first + 3
+    finally:
+        for fd in extra:
+            os.close(fd)
+
+
 def test_no_credentials_is_anonymous() -> None:
     assert Principals(KEY).of({}) == ANONYMOUS
 
@@ -72,3 +95,26 @@ def test_header_values_cannot_run_together() -> None:
     assert principals.of({"authorization": "ab", "x-tenant": "c"}) != principals.of(
         {"authorization": "a", "x-tenant": "bc"}
     )
+
+
+def test_an_unlimited_descriptor_limit_counts_as_a_large_one(monkeypatch: Any) -> None:
+    infinity = resource.RLIM_INFINITY
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (infinity, infinity))
+    assert DescriptorBudget.limit() == 1 << 20
+    assert not DescriptorBudget(8).exhausted()
+
+
+def test_new_work_is_refused_once_only_the_reserve_is_left(monkeypatch: Any) -> None:
+    """A limit of exactly what is open plus the reserve: spent; one more: not yet."""
+    spare = {"n": 0}
+
+    def limit_at_the_reserve(which: int) -> tuple[int, int]:
+        return len(os.listdir("/proc/self/fd")) + spare["n"], resource.RLIM_INFINITY
+
+    monkeypatch.setattr(resource, "getrlimit", limit_at_the_reserve)
+    spare["n"] = 1
+    assert DescriptorBudget(1).exhausted()
+    spare["n"] = 2
+    assert not DescriptorBudget(1).exhausted()
+    spare["n"] = 0
+    assert not DescriptorBudget(0).exhausted()  # no reserve: never refuses

@@ -62,7 +62,7 @@ def start_call(
     """A parked call whose upstream task waits on its ask (and maybe ignores a refusal);
     ``stats`` counts what the upstream saw ("refused", "cancelled"), for calls not kept."""
     parked = ParkedCall()
-    future = parked.add_ask(ask)
+    future = parked.questions.ask(ask)[1]
     parked.move(Phase.GATHERING)
     parked.move(Phase.PARKED)  # as the runner hands its round out, before parking it
     call = FakeUpstreamCall(parked, ask, future)
@@ -201,7 +201,7 @@ async def test_expire_of_an_unknown_or_already_expired_call_is_harmless() -> Non
 async def test_a_parked_call_without_a_task_expires_cleanly() -> None:
     table = ParkingTable(max_entries=10, ttl=0.05, grace=0.05)
     parked = ParkedCall()
-    future = parked.add_ask(ELICIT)
+    future = parked.questions.ask(ELICIT)[1]
     table.park(parked)
     assert (await asyncio.wait_for(future, WITHIN)) == Answer.refusal(AskKind.ELICIT)
     await settle(table)

@@ -50,3 +50,16 @@ async def test_next_change_wakes_on_a_question_on_the_other_future_or_the_time()
     other.set_result(None)
     assert await asyncio.wait_for(waiting, 10.0) is True
     assert await questions.next_change(asyncio.get_running_loop().create_future(), 0.01) is False
+
+
+async def test_take_all_hands_over_the_waiting_questions_with_their_futures() -> None:
+    questions: Questions[str, str] = Questions("held")
+    (key_a, a), (_, b), (_, c) = (questions.ask(q) for q in ("a", "b", "c"))
+    assert key_a.startswith("held")
+    c.set_result("answered already")
+    taken = questions.take_all()
+    assert [q for q, _ in taken] == ["a", "b"]  # the answered one is not handed over
+    assert len(questions) == 0 and not questions
+    taken[0][1].set_result("x")  # whoever took them answers on the askers' futures
+    assert a.result() == "x" and not b.done()
+    questions.forget(key_a)  # the asker's own clean-up after a take is harmless

@@ -51,8 +51,7 @@ class FakeBackend:
     def __init__(self) -> None:
         self.forwarder = FakeForwarder()
 
-    def known_profile(self) -> ServerProfile:
-        return ServerProfile()
+    known = ServerProfile()
 
 
 class FakeAuth:
@@ -90,7 +89,7 @@ class FakeDoor:
         self.asked.append("read")
         return self.body
 
-    def vet(self, adapter: Any, preamble: Preamble, session: Any) -> Failure | None:
+    def check_headers(self, adapter: Any, preamble: Preamble, session: Any) -> Failure | None:
         self.asked.append("vet")
         return self.refuse_adapter
 
@@ -153,7 +152,7 @@ async def test_the_admitted_principal_owns_the_session() -> None:
     assert arrival.principal == "alice"
     assert arrival.opened and arrival.session is not None
     assert arrival.session.principal == "alice"
-    assert arrival.vet_failure is not None  # the route's auth has the last word
+    assert arrival.reword_failure is not None  # the route's auth has the last word
 
 
 async def test_a_body_that_never_arrived_is_not_answered() -> None:
@@ -271,3 +270,64 @@ async def test_a_message_nested_too_deep_is_refused_unwalked() -> None:
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.INVALID_PARAMS
     assert refused.id == 9
+
+
+async def test_a_batch_over_the_routes_bound_gets_one_refusal_undecoded() -> None:
+    p = pipeline()
+    batch = [{**PING, "id": n} for n in range(p.route.max_batch + 1)]
+    door = FakeDoor(body=body(batch))
+    refused = await p.receive(door, "request", envelope())
+    assert isinstance(refused, Refusal)
+    assert refused.failure.kind is FailureKind.INVALID_REQUEST
+    assert f"at most {p.route.max_batch}" in refused.failure.message
+    assert refused.id is None  # one answer for the whole batch, no message's id
+    assert "vet" not in door.asked
+    message = refused.message()
+    assert message["id"] is None and message["error"]["code"] == -32600
+    # A batch at the bound is let in.
+    door = FakeDoor(body=body(batch[:-1]))
+    assert isinstance(await p.receive(door, "request", envelope()), Arrival)
+
+
+async def test_a_refusal_is_worded_in_the_revision_the_message_names() -> None:
+    """Too deep to decode, a stateless message still says its revision in ``_meta``:
+    its refusal is worded in that revision, not the handshake era's default."""
+    nested = b'{"a":' * 300 + b"{}" + b"}" * 300
+    meta = b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28","deep":%b}' % nested
+    message = b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"_meta":%b}}' % meta
+    refused = await pipeline().receive(FakeDoor(body=message), "request", envelope())
+    assert isinstance(refused, Refusal)
+    assert refused.adapter.version == "2026-07-28"
+    assert refused.id == "x"
+    assert refused.message()["error"]["code"] == -32602
+
+
+async def test_a_deep_batch_is_refused_whole_in_the_default_revision() -> None:
+    batch = b'[{"jsonrpc":"2.0","id":4,"method":"ping"}, ' + b"[" * 300 + b"]" * 300 + b"]"
+    refused = await pipeline().receive(FakeDoor(body=batch), "request", envelope())
+    assert isinstance(refused, Refusal)
+    assert refused.failure.kind is FailureKind.INVALID_PARAMS
+    assert refused.id == 4
+    assert refused.adapter.version == AdapterSet.default().default_legacy.version
+
+
+async def test_a_revision_the_gateway_does_not_speak_is_refused_with_the_messages_id() -> None:
+    door = FakeDoor(body=body(PING))
+    preamble = envelope(**{"mcp-protocol-version": "1999-01-01"})
+    refused = await pipeline().receive(door, "request", preamble)
+    assert isinstance(refused, Refusal)
+    assert refused.failure.kind is FailureKind.UNSUPPORTED_VERSION
+    assert refused.id == 2
+    assert "vet" not in door.asked  # refused before the door's own check
+
+
+async def test_a_sessions_batch_stays_in_its_revision_though_it_opens_with_initialize() -> None:
+    p = pipeline()
+    opened = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    assert isinstance(opened, Arrival) and opened.session is not None
+    again = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-11-25"}}
+    door = FakeDoor(body=body([again, PING]))
+    arrival = await p.receive(door, "request", envelope(opened.session.id))
+    assert isinstance(arrival, Arrival)
+    assert arrival.adapter.version == LEGACY
+    assert not arrival.opened

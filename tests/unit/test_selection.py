@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gateway.core import Failure, FailureKind, Preamble, SessionView
-from gateway.protocol.adapter import Adapter, encode_header_value
+from gateway.core import ClientContext, Failure, FailureKind, Preamble, SessionView
+from gateway.protocol.adapter import Adapter, adapter_of, encode_header_value
 from gateway.protocol.selection import AdapterSet
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 
@@ -92,6 +92,9 @@ def test_unknown_header_without_session() -> None:
     assert isinstance(selected, Failure)
     assert selected.kind is FailureKind.UNSUPPORTED_VERSION
     assert selected.data["supported"] == [MODERN]
+    # The spec's wording, and what was asked for.
+    assert selected.message == "Unsupported protocol version: 2099-01-01"
+    assert selected.data["requested"] == "2099-01-01"
 
 
 def test_unknown_header_with_session() -> None:
@@ -123,7 +126,7 @@ def test_initialize_known_version(version: str) -> None:
     assert version_of(select(initialize(version))) == version
 
 
-@pytest.mark.parametrize("requested", ["2099-01-01", MODERN, "1.0", 5, None])
+@pytest.mark.parametrize("requested", ["2099-01-01", MODERN, "1.0", 5, None, ["2025-06-18"]])
 def test_initialize_unknown_version_gets_the_newest_handshake(requested: Any) -> None:
     assert version_of(select(initialize(requested))) == "2025-11-25"
 
@@ -223,7 +226,10 @@ def http(
     method: str = "POST",
     transport: str = "http",
 ) -> Preamble:
-    return Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    preamble = Preamble(body=body, headers=headers, http_method=method, transport=transport)
+    # As selection leaves it: the revision the body names for itself, read once.
+    preamble.named_version = SET.named_version(body) if isinstance(body, dict) else None
+    return preamble
 
 
 def modern_headers(method: str = "tools/list", name: str | None = None) -> dict[str, str]:
@@ -400,7 +406,8 @@ TOOL = {
 
 def param_check(arguments: Any, headers: dict[str, str], transport: str = "http") -> Any:
     preamble = http(None, {k.lower(): v for k, v in headers.items()}, transport=transport)
-    return SET.by_version[MODERN].check_param_headers(TOOL, arguments, preamble)
+    adapter = SET.by_version[MODERN]
+    return adapter.check_param_headers(TOOL, arguments, adapter.param_headers_of(preamble))
 
 
 @pytest.mark.parametrize(
@@ -457,7 +464,25 @@ def test_param_headers_only_on_2026_streamable_http() -> None:
     for version in LEGACY:
         adapter = SET.by_version[version]
         assert not adapter.mirrors_params
-        assert adapter.check_param_headers(TOOL, {"region": "x"}, http(None, {})) is None
+        assert adapter.check_param_headers(TOOL, {"region": "x"}, {}) is None
     # A tool whose annotations break the rules declares nothing to check.
     broken = {"inputSchema": {"properties": {"a": {"type": "array", "x-mcp-header": "A"}}}}
-    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, http(None, {})) is None
+    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, {}) is None
+
+
+def test_a_set_needs_an_adapter_and_only_known_revisions() -> None:
+    with pytest.raises(ValueError) as empty:
+        AdapterSet([])
+    assert str(empty.value) == "an AdapterSet needs at least one adapter"
+    with pytest.raises(ValueError) as unknown:
+        SET.only(["2099-01-01", "2025-06-18", "1999-01-01"])
+    assert str(unknown.value) == "unknown protocol revision(s): 1999-01-01, 2099-01-01"
+
+
+def test_only_a_decoding_adapter_is_the_calls_adapter() -> None:
+    assert (
+        adapter_of(ClientContext("2025-06-18", adapter=SET.by_version["2025-06-18"]))
+        is (SET.by_version["2025-06-18"])
+    )
+    assert adapter_of(ClientContext("2025-06-18")) is None
+    assert adapter_of(ClientContext("2025-06-18", adapter="2025-06-18")) is None

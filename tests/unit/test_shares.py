@@ -115,3 +115,30 @@ def test_removed_entries_free_their_owner() -> None:
     entries.table.remove("a1")  # twice: no harm
     assert entries.table.held("a") == 0 and len(entries.table) == 0
     assert entries.table.oldest("a") is None
+
+
+def test_refusals_say_which_table_and_which_bound() -> None:
+    entries = Entries(total=2, per_owner=1)
+    entries.put("a", "a1")
+    own = entries.table.make_room("a")
+    assert own is not None and own.kind is FailureKind.QUOTA_EXCEEDED
+    assert own.data == {"quota": "things", "limit": 1}
+    assert "things" in own.message and "1" in own.message
+    entries.put("b", "b1")
+    entries.busy |= {"a1", "b1"}
+    full = entries.table.make_room("c")
+    assert full is not None and full.kind is FailureKind.OVERLOADED
+    assert full.data == {"quota": "things", "limit": 2}
+    assert "things" in full.message and "2" in full.message
+
+
+def test_an_owners_keys_are_listed_least_recently_used_first() -> None:
+    entries = Entries(total=10, per_owner=10)
+    for key in ("a1", "a2", "a3"):
+        entries.put("a", key)
+    entries.put("b", "b1")
+    entries.table.touch("a1")
+    entries.table.touch("nobody's")  # unknown: no harm
+    assert entries.table.keys_of("a") == ["a2", "a3", "a1"]
+    assert entries.table.keys_of("b") == ["b1"]
+    assert entries.table.keys_of("c") == []

@@ -119,6 +119,19 @@ def test_a_protocol_error_is_a_failed_task_with_its_error() -> None:
     assert "result" not in detailed
 
 
+def test_a_failed_task_with_a_plain_value_stays_failed() -> None:
+    detailed = _detailed({**CORE_TASK, "status": "failed"}, Value({"content": []}))
+    assert detailed["status"] == "failed"
+    completed = _detailed({**CORE_TASK, "status": "completed"}, Value({"isError": True}))
+    assert completed["status"] == "completed"
+
+
+def test_a_failure_of_the_gateways_own_is_an_internal_error_without_data() -> None:
+    failure = Failure(FailureKind.UPSTREAM_TIMEOUT, "too slow")
+    detailed = _detailed({**CORE_TASK, "status": "failed"}, failure)
+    assert detailed["error"] == {"code": -32603, "message": "too slow"}
+
+
 def test_a_working_task_has_no_outcome() -> None:
     detailed = _detailed(CORE_TASK, None)
     assert "result" not in detailed and "error" not in detailed

@@ -43,4 +43,4 @@ async def test_a_pool_holds_a_bounded_number_of_questions() -> None:
     for task in held:
         task.cancel()
     await asyncio.gather(*held, return_exceptions=True)
-    assert session.held == []
+    assert len(session.held) == 0

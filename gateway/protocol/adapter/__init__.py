@@ -8,13 +8,13 @@ subclasses `Adapter`, sets the tables and overrides the hooks that differ.
 Nothing here names a revision: the tables in the revision files do.
 """
 
-from gateway.core import ClientContext
 from gateway.protocol.adapter.base import (
     ANSWERS_ARGUMENT,
     STATE_ARGUMENT,
     TASKS_EXTENSION,
     AdapterBase,
     Message,
+    adapter_of,
     decode_header_value,
     encode_header_value,
 )
@@ -44,10 +44,3 @@ __all__ = [
 
 class Adapter(AdapterServerRole, AdapterClientRole):
     """One MCP revision, in both roles: server (toward clients), client (toward upstreams)."""
-
-
-def adapter_of(client: ClientContext) -> Adapter | None:
-    """The adapter that decoded the client's message (None: the call was made up
-    inside the gateway, not decoded from a client)."""
-    adapter = client.adapter
-    return adapter if isinstance(adapter, Adapter) else None

@@ -15,9 +15,12 @@ import binascii
 import copy
 import functools
 from abc import ABC
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
-from gateway.core import AskKind, Failure, FailureKind, Operation
+from gateway.core import AskKind, ClientContext, Failure, FailureKind, Operation, SessionView
+
+if TYPE_CHECKING:
+    from gateway.protocol.adapter import Adapter
 
 Message = dict[str, Any]
 
@@ -153,3 +156,11 @@ class AdapterBase(ABC):
 
     def http_status(self, failure: Failure) -> int:
         return self.statuses.get(failure.kind, 200)
+
+
+def adapter_of(client: ClientContext | SessionView) -> Adapter | None:
+    """The adapter that decoded the client's message, or that the session negotiated
+    (None: the call was made up inside the gateway, not decoded from a client).  Every
+    adapter is an :class:`AdapterBase` combined with both roles (``Adapter``)."""
+    adapter = client.adapter
+    return cast("Adapter", adapter) if isinstance(adapter, AdapterBase) else None

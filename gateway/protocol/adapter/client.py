@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core import (
+    ASK_KINDS,
     Answer,
     Ask,
-    AskKind,
     Call,
     Event,
     Failure,
@@ -102,10 +102,9 @@ class AdapterClientRole(Projection):
         )
 
     def client_project_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
-        projected = keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
-        if "elicitation" in projected and AskKind.ELICIT not in self.ask_kinds:
-            projected.pop("elicitation")
-        return projected
+        # A revision lists `elicitation` among its client capabilities exactly when
+        # it can ask it (a unit test holds every revision to that).
+        return keep(capabilities, KNOWN_CLIENT_CAPABILITIES, self.client_capabilities)
 
     def client_decorate_params(self, call: Call, params: dict[str, Any]) -> dict[str, Any]:
         """Handshake revisions: the session carries who we are; only _meta pass-through."""
@@ -138,7 +137,7 @@ class AdapterClientRole(Projection):
     def client_input_requests(self, message: Message) -> dict[str, Ask]:
         """Asks in an upstream message: a server-initiated request (by its id)."""
         if rpc.is_request(message):
-            kind = AskKind.for_method(message["method"])
+            kind = ASK_KINDS.get(message["method"])
             params = message.get("params")
             if kind is not None:
                 return {

@@ -160,9 +160,7 @@ class Projection(AdapterBase):
             # Only callable as a task, and this revision has no tasks: hidden, since
             # every call a client of it could make would fail.
             return None
-        tool = keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)
-        if "annotations" in tool and isinstance(tool["annotations"], dict):
-            tool["annotations"] = dict(tool["annotations"])
+        tool = keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)  # a fresh copy
         if profile is not None and self.asks_in_arguments and self._needs_reserved(profile):
             tool["inputSchema"] = _with_reserved_arguments(tool.get("inputSchema") or {})
         return tool
@@ -188,9 +186,9 @@ class Projection(AdapterBase):
     ) -> dict[str, Any] | None:
         prompt = keep(spec.wire(), KNOWN_PROMPT_FIELDS, self.prompt_fields)
         if isinstance(prompt.get("arguments"), list) and "title" not in self.prompt_fields:
+            # The spec reads each argument as an object.
             prompt["arguments"] = [
-                {k: v for k, v in a.items() if k != "title"} if isinstance(a, dict) else a
-                for a in prompt["arguments"]
+                {k: v for k, v in a.items() if k != "title"} for a in prompt["arguments"]
             ]
         return prompt
 
@@ -240,19 +238,17 @@ class Projection(AdapterBase):
         if isinstance(content, list):
             out["content"] = [self.project_content(block) for block in content]
         structured = original.get("structuredContent")
-        if "structuredContent" in original:
-            fits = self.structured_content == "any" or (
-                self.structured_content == "object" and isinstance(structured, dict)
-            )
-            if fits:
-                out["structuredContent"] = structured
-            else:
-                out.pop("structuredContent", None)
-                blocks = out.setdefault("content", [])
-                if isinstance(blocks, list) and not any(
-                    isinstance(b, dict) and b.get("type") == "text" for b in blocks
-                ):
-                    blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
+        fits = self.structured_content == "any" or (
+            self.structured_content == "object" and isinstance(structured, dict)
+        )
+        # Where it fits, the result's fields (projected already) carry it as it is.
+        if "structuredContent" in original and not fits:
+            out.pop("structuredContent", None)
+            blocks = out.setdefault("content", [])
+            if isinstance(blocks, list) and not any(
+                isinstance(b, dict) and b.get("type") == "text" for b in blocks
+            ):
+                blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
         return out
 
     def project_message(self, message: Any) -> Any:

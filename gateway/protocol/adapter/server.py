@@ -9,13 +9,15 @@ is a decode hook: it reads the calling client, so it lives here, not in client.p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from gateway.core import (
+    NOTIFICATIONS,
+    OPERATIONS,
     Answer,
     Ask,
     AskKind,
@@ -170,15 +172,16 @@ class AdapterServerRole(Projection):
         if "method" not in message:
             return ClientReply(message["id"], Answer.from_response(message))
         method = str(message["method"])
-        operation = Operation.for_method(method)
+        operation = OPERATIONS.get(method, Operation.OTHER)
         if operation is not Operation.OTHER and operation not in self.methods:
             return DecodeFailure(
                 id_,
                 Failure(FailureKind.UNKNOWN_METHOD, f"Method not found: {method}"),
                 method,
             )
-        if operation.is_notification != ("id" not in message) and operation is not Operation.OTHER:
-            kind = "a notification" if operation.is_notification else "a request"
+        notification = operation in NOTIFICATIONS
+        if notification != ("id" not in message) and operation is not Operation.OTHER:
+            kind = "a notification" if notification else "a request"
             return DecodeFailure(
                 id_, Failure(FailureKind.INVALID_REQUEST, f"{method} must be {kind}"), method
             )
@@ -198,11 +201,15 @@ class AdapterServerRole(Projection):
             return DecodeFailure(id_, failure, method)
         client = self.client_info_for(operation, params, preamble)
         client.adapter = self  # decided once, at selection: it travels with the call
+        client.tasks = self.runs_client_tasks(client.capabilities)
         params, answers, state = self.answers_for(operation, params)
         params, meta, progress_token = self.actions_for(operation, params)
-        return self.build_call(
+        call = self.build_call(
             id_, operation, method, params, client, meta, progress_token, answers, state
         )
+        if self.mirrors_params and operation is Operation.TOOLS_CALL:
+            call.param_headers = self.param_headers_of(preamble)
+        return call
 
     # ---- pipeline hooks
 
@@ -503,13 +510,13 @@ class AdapterServerRole(Projection):
         """The headers a Streamable HTTP POST of this revision must carry."""
         if preamble.http_method != "POST":
             return None
-        content_type = (preamble.header("content-type") or "").split(";")[0].strip().lower()
+        content_type = (preamble.headers.get("content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return Failure(
                 FailureKind.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"
             )
         if preamble.transport == "http":
-            accept = (preamble.header("accept") or "").lower()
+            accept = (preamble.headers.get("accept") or "").lower()
             wildcard = "*/*" in accept
             if not wildcard and (
                 "application/json" not in accept or "text/event-stream" not in accept
@@ -520,8 +527,16 @@ class AdapterServerRole(Projection):
                 )
         return None
 
+    def param_headers_of(self, preamble: Preamble) -> dict[str, str] | None:
+        """The `Mcp-Param-*` headers of a Streamable HTTP POST, by lower-case name
+        after the prefix (None: another transport, which carries no such headers)."""
+        if preamble.transport != "http" or preamble.http_method != "POST":
+            return None
+        prefix = len("mcp-param-")
+        return {k[prefix:]: v for k, v in preamble.headers.items() if k.startswith("mcp-param-")}
+
     def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, preamble: Preamble
+        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
     ) -> Failure | None:
         """A tools/call's `Mcp-Param-*` headers against the called tool's declared
         header parameters and the body's arguments: none before the stateless era."""

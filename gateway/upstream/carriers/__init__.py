@@ -9,7 +9,7 @@
   SSE replies);
 - ``demux``: sorting a shared channel's messages out to their requests (which
   listen a message names, the carriers' user says: ``listen_named``);
-- ``h1``: the lean HTTP/1.1 client pool; ``redirects``: what an upstream's 3xx gets.
+- ``h1``: the h1 HTTP/1.1 client pool; ``redirects``: what an upstream's 3xx gets.
 
 The carriers know nothing of MCP revisions (import-linter keeps them off
 ``gateway.protocol``): what a revision means by a message is the caller's to say.

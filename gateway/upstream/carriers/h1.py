@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for plain-http upstreams: a keep-alive pool and httptools.
+"""An HTTP/1.1 client for plain-http upstreams: a keep-alive pool and httptools.
 
 aiohttp's client spends most of its CPU per request on what a keep-alive POST to a
 known upstream does not need (request and response objects, URL handling, a timer
@@ -32,7 +32,6 @@ _KEEPALIVE_MARGIN_S = 1.0
 # Buffered body bytes past which the socket stops being read until the reader catches up.
 _HIGH_WATER = 256 * 1024
 _USER_AGENT = f"Python/3 aiohttp/{aiohttp.__version__}"
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Headers this client writes itself.
 _OWN = frozenset({"host", "content-length", "user-agent", "connection", "transfer-encoding"})
 
@@ -40,10 +39,6 @@ _OWN = frozenset({"host", "content-length", "user-agent", "connection", "transfe
 def usable(url: URL) -> bool:
     """Whether this client can carry requests to ``url`` (plain http, no userinfo)."""
     return url.scheme == "http" and url.user is None and url.host is not None
-
-
-def is_redirect(status: int) -> bool:
-    return status in _REDIRECTS
 
 
 class _Content:

@@ -21,7 +21,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.upstream.carriers.base import CarrierError, Message, answers
-from gateway.upstream.carriers.redirects import MAX_HOPS, RedirectPolicy, is_redirect, redacted
+from gateway.upstream.carriers.redirects import MAX_HOPS, REDIRECTS, RedirectPolicy, redacted
 from gateway.wire.sse import SseError, SseEvent, SseParser
 
 JSON = "application/json"
@@ -47,7 +47,7 @@ class _Body(Protocol):
 
 
 class Response(Protocol):
-    """What the carriers read of a response: aiohttp's, or the lean client's (h1)."""
+    """What the carriers read of a response: aiohttp's, or the h1 client's (h1)."""
 
     @property
     def status(self) -> int: ...
@@ -97,7 +97,7 @@ async def open_response(
     default), and never to another origin (``hops_taken``: followed before it)."""
     for hops in range(hops_taken, MAX_HOPS + 1):
         resp = await _open_once(session, method, url, headers, client_timeout, data)
-        if not is_redirect(resp.status):
+        if resp.status not in REDIRECTS:
             return resp
         resp.close()
         url = redirects.follow(resp.status, resp.headers.get("Location"), url, hops)

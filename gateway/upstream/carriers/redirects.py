@@ -17,13 +17,10 @@ from gateway.upstream.carriers.base import CarrierError
 
 # How many same-origin redirects one request may follow.
 MAX_HOPS = 5
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# A response status that redirects (checked by membership: no call per response).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Only these keep the method and body; a 301/302/303 would turn the POST into a GET.
 _REPEAT = frozenset({307, 308})
-
-
-def is_redirect(status: int) -> bool:
-    return status in _REDIRECTS
 
 
 def _origin(url: URL) -> tuple[str | None, str | None, int | None]:

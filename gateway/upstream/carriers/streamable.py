@@ -4,7 +4,7 @@ Revision-agnostic: callers pass every protocol header (session id, protocol
 version, credentials) and read what they need from the answers.  A request's
 answer is its POST's own reply, a JSON body or an SSE stream (read by
 :class:`.httpio.SseReply`); POSTs to a plain-http upstream go through the
-lean client (:mod:`.h1`).  The ``aiohttp.ClientSession`` is shared and owned
+h1 client (:mod:`.h1`).  The ``aiohttp.ClientSession`` is shared and owned
 by the caller, so the carrier never closes it, only the responses it opened.
 """
 
@@ -38,7 +38,7 @@ from gateway.upstream.carriers.httpio import (
     read_body,
     transport_error,
 )
-from gateway.upstream.carriers.redirects import RedirectPolicy, is_redirect, redacted
+from gateway.upstream.carriers.redirects import REDIRECTS, RedirectPolicy, redacted
 from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE
 
 
@@ -82,7 +82,7 @@ class StreamableHttpCarrier(Carrier):
         )
         self._max_message_size = max_message_size
         self._streams: set[SseReply] = set()
-        # POSTs to a plain-http upstream go through the lean client (h1); GET and
+        # POSTs to a plain-http upstream go through the h1 client (h1); GET and
         # DELETE, and a POST that a route lets follow a redirect, through aiohttp.
         self._lean = H1Pool(session.headers, max_connections) if usable(self.url) else None
 
@@ -126,7 +126,7 @@ class StreamableHttpCarrier(Carrier):
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise transport_error(exc, f"POST {redacted(url)}") from exc
-            if not is_redirect(resp.status):
+            if resp.status not in REDIRECTS:
                 return resp
             resp.close()
             # Refused unless the route allows it; then aiohttp sends it where it points.
@@ -216,7 +216,7 @@ class StreamableHttpCarrier(Carrier):
         return Reply(status, resp.headers, Listed(ordered))
 
     def pool_counts(self) -> tuple[int, int]:
-        """The lean client's open connections: (carrying a request, idle)."""
+        """The h1 client's open connections: (carrying a request, idle)."""
         return self._lean.counts() if self._lean is not None else (0, 0)
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
