@@ -78,6 +78,8 @@ class Backend:
         upstream changed) gives a fresh profile.
         """
         verdict = await self.link.ensure(principal, headers)
+        if self.known is not None and verdict is self.link.verdict:
+            return self.known  # cleared whenever the verdict changes: still this one's
         profile = verdict.profile.model_copy(
             update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
         )

@@ -141,7 +141,7 @@ class Runner:
             if known is not None:
                 return known  # the usual case: no task to share a lookup
             arrival._profile = asyncio.ensure_future(
-                self.route.profile(arrival.principal, arrival.forwarded)
+                self.route.backend.profile(arrival.principal, arrival.forwarded)
             )
             # Read here even when every call that wanted it was cancelled meanwhile.
             arrival._profile.add_done_callback(_retrieved)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
-from gateway.core import ServerProfile
 from gateway.core.quota import Quota
 from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
@@ -79,7 +78,3 @@ class Route:
             "notifications in progress", DEFAULT_MAX_NOTICES_PER_PRINCIPAL, DEFAULT_MAX_NOTICES
         )
     )
-
-    async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
-        """What the upstream offers, with the route's caching hints (raises Failure)."""
-        return await self.backend.profile(principal, headers)
