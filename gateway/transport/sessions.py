@@ -17,12 +17,20 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
-from gateway.core import Answer, Ask, Downstream, Failure, RequestId, SessionView
+from gateway.core import (
+    Answer,
+    Ask,
+    Downstream,
+    Failure,
+    RequestId,
+    SessionView,
+    discard_event,
+)
 from gateway.core.pending import Questions
 from gateway.core.shares import FairTable
 from gateway.transport.outbox import Outbox
@@ -104,8 +112,14 @@ class Session:
             self.on_close.append(hook)
 
     def close(self) -> None:
-        if self.downstream is not None:
-            self.downstream.ended = True
+        downstream = self.downstream
+        if downstream is not None and not downstream.ended:
+            downstream.ended = True
+            # Its ask and notify are closures over this session: an ended copy without
+            # them stays here (the key and flags read after the end), so the session is
+            # freed by reference counting once its last user lets go, not at a full
+            # collection (which an idle gateway does not run).
+            self.downstream = replace(downstream, ask=None, notify=discard_event)
         if not self.closed:
             for hook in self.on_close:
                 hook()

@@ -1,0 +1,154 @@
+"""What ends is freed at once, by reference counting: an ended session, its stream,
+a listen, a parked call must not wait for a full garbage collection, which an idle
+gateway does not run (it freezes its start-up objects and collects rarely), so
+cyclic garbage would keep their memory until traffic comes back.
+
+The gateway runs in this process (started as `gateway serve` starts it, in front
+of a real upstream process) so that its objects can be watched: with the
+collector off, a ``weakref.finalize`` on the object sets an event when reference
+counting frees it; the test waits for that event (bounded), never collects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import subprocess
+import sys
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.app import Gateway
+from gateway.settings import RouteSpec
+from gateway.transport.sessions import Session
+from tests.e2e.fake_client import (
+    EVENT_STREAM,
+    base_headers,
+    call_tool_modern,
+    modern_headers,
+    modern_request,
+    open_session,
+    session_headers,
+)
+from tests.e2e.gateway_proc import REPO, free_port
+from tests.security.harness import demo_upstream
+
+FREED_WITHIN = 5.0
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[str]:
+    """The demo server (2025-11-25, handshake era: upstream sessions; asks mid-call)."""
+    with demo_upstream(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def modern() -> Iterator[str]:
+    """bench.upstreams' 2026-07-28 echo server: the gateway keeps no upstream session."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.upstreams", "modern", str(port), str(free_port())],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().decode().strip()
+        assert url.startswith("http://"), url
+        yield url
+    finally:
+        process.kill()
+        process.wait(5)
+
+
+@contextlib.asynccontextmanager
+async def serving(upstream: str) -> AsyncIterator[tuple[Gateway, str]]:
+    gateway = Gateway([RouteSpec(path="/mcp", upstream=upstream)], port=0)
+    port = await gateway.start()
+    try:
+        yield gateway, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        await gateway.stop()
+
+
+@pytest.fixture
+def no_collection() -> Iterator[None]:
+    """The collector off: only reference counting frees anything."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Watch:
+    """Events set when the watched objects are freed."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, asyncio.Event] = {}
+
+    def add(self, what: str, thing: Any) -> None:
+        freed = self.events[what] = asyncio.Event()
+        weakref.finalize(thing, freed.set)
+
+    async def freed(self) -> None:
+        """Every watched object freed (bounded): else which are still alive."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FREED_WITHIN):
+                for event in self.events.values():
+                    await event.wait()
+        alive = [what for what, event in self.events.items() if not event.is_set()]
+        assert not alive, f"still alive with the collector off: {alive}"
+
+
+def the_session(gateway: Gateway, session_id: str) -> Session:
+    return gateway.endpoints[0].route.sessions._sessions[session_id]
+
+
+def watch_session(watch: Watch, session: Session) -> None:
+    assert session.downstream is not None  # (its upstream side: the closures over it)
+    watch.add("session", session)
+
+
+async def delete(http: aiohttp.ClientSession, url: str, session_id: str) -> None:
+    async with http.delete(url, headers=session_headers(session_id)) as response:
+        assert response.status == 200, await response.text()
+
+
+@pytest.mark.usefixtures("no_collection")
+@pytest.mark.parametrize("upstream", ["demo", "modern"])
+async def test_a_deleted_session_is_freed_at_once(
+    upstream: str, request: pytest.FixtureRequest, http: aiohttp.ClientSession
+) -> None:
+    async with serving(request.getfixturevalue(upstream)) as (gateway, url):
+        session_id = await open_session(http, url)
+        watch = Watch()
+        watch_session(watch, the_session(gateway, session_id))
+        await delete(http, url, session_id)
+        await watch.freed()
+
+
+@pytest.mark.usefixtures("no_collection")
+async def test_a_session_with_its_get_stream_is_freed_at_once(
+    modern: str, http: aiohttp.ClientSession
+) -> None:
+    async with serving(modern) as (gateway, url):
+        session_id = await open_session(http, url)
+        watch = Watch()
+        watch_session(watch, the_session(gateway, session_id))
+        headers = {**session_headers(session_id), "Accept": EVENT_STREAM}
+        async with http.get(url, headers=headers) as stream:
+            assert stream.status == 200
+            async with asyncio.timeout(FREED_WITHIN):  # the stream is open: its priming event
+                assert await stream.content.readline()
+        await delete(http, url, session_id)
+        await watch.freed()
