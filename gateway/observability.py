@@ -234,7 +234,14 @@ class _RouteGauges(Collector):
             "Open handshake-era sessions with each route's upstream.",
             labels=["route"],
         )
+        restarts = CounterMetricFamily(
+            "gateway_tool_index_restarts",
+            "Times a caller's tool index passed its bound and started again (tools it "
+            "forgot go unchecked until listed again).",
+            labels=["route"],
+        )
         for route in self._routes():
+            restarts.add_metric([route.path], route.backend.tool_index_restarts())
             sessions.add_metric([route.path], len(route.sessions))
             parked.add_metric([route.path], _parked(route))
             busy, idle = route.backend.upstream_connections()
@@ -250,6 +257,7 @@ class _RouteGauges(Collector):
         yield upstream
         yield pooled
         yield upstream_sessions
+        yield restarts
         yield GaugeMetricFamily(
             "gateway_in_flight_requests", "Client requests being handled.", value=self._in_flight()
         )

@@ -105,6 +105,9 @@ class Backend:
     def upstream_sessions(self) -> int:
         return self.link.session_count()
 
+    def tool_index_restarts(self) -> int:
+        return self.link.tool_index_restarts()
+
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a
         stdio upstream: its command can still be spawned)."""

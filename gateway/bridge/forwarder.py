@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
@@ -81,8 +81,11 @@ class Upstream(Protocol):
     @property
     def stateless(self) -> bool: ...
 
-    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The tool ``call`` names as the upstream lists it to the caller (None: not known)."""
+    async def declared_headers(
+        self, call: Call, exchange: Exchange
+    ) -> dict[tuple[str, ...], str] | None:
+        """The header parameters of the tool ``call`` names, as the upstream lists it to
+        the caller (None: the tool is not known)."""
 
     async def open(self, exchange: Exchange) -> Failure | None:
         """A client session begins: open its own upstream session."""
@@ -208,13 +211,14 @@ class Forwarder:
         upstream lists it to this caller.  Checked here, not only upstream: the gateway
         mints the upstream's headers from the arguments, so a client's wrong header
         would otherwise pass unseen."""
-        tool = await self.upstream.declared_tool(call, exchange)
-        if tool is None:
+        declared = await self.upstream.declared_headers(call, exchange)
+        if not declared:
             return None  # nothing to check against: the upstream answers the call
         adapter = adapter_of(call.client)
         if adapter is None:
             return None
-        return adapter.check_param_headers(tool, call.params.get("arguments"), call.param_headers)
+        arguments = call.params.get("arguments")
+        return adapter.check_declared_headers(declared, arguments, call.param_headers)
 
     async def _shared_list(self, call: Call, exchange: Exchange, shared: SharedResults) -> Outcome:
         """A list from the cluster's shared results if a replica fetched it within its

@@ -405,7 +405,17 @@ class Adapter2026_07_28(Adapter2025_11_25):
         paths = self.client_param_paths(tool)
         if not paths:
             return None  # nothing declared (or a tool whose annotations break the rules)
-        for path, name in paths.items():
+        return self.check_declared_headers(paths, arguments, headers)
+
+    def check_declared_headers(
+        self,
+        declared: dict[tuple[str, ...], str],
+        arguments: Any,
+        headers: Mapping[str, str] | None,
+    ) -> Failure | None:
+        if headers is None:
+            return None
+        for path, name in declared.items():
             value: Any = arguments  # not an object: no value at any path
             for key in path:
                 value = value.get(key) if isinstance(value, dict) else None

@@ -102,7 +102,8 @@ class UpstreamLink:
         self._sessions = SessionPool(
             settings, adapters, http, (self._primary, self._streamable), self._calls
         )
-        self._tools = ToolBook()
+        # A tool's declared header parameters, by the newest stateless revision's rules.
+        self._tools = ToolBook(next(iter(adapters.stateless), None))
         # Whose roots a stateless pool's server sees (upstream/roots.py).
         self._roots = RootsRule(settings.roots == "per-client")
         self._sessions.unsolicited.roots_heard = self._roots.heard
@@ -114,6 +115,10 @@ class UpstreamLink:
     def session_count(self) -> int:
         """Open handshake-era upstream sessions (0 for a stateless upstream)."""
         return len(self._sessions)
+
+    def tool_index_restarts(self) -> int:
+        """Times a principal's tool index passed its bound (upstream/tools.py)."""
+        return self._tools.budget.restarts
 
     # ------------------------------------------------------------ the verdict
 
@@ -369,13 +374,16 @@ class UpstreamLink:
         facts = await self._lookup(call, exchange)
         return facts.task_support if facts is not None else None
 
-    async def declared_tool(self, call: Call, exchange: Exchange) -> dict[str, Any] | None:
-        """The tool ``call`` names, as the upstream lists it to the caller's principal
-        (None: not known).  A list this principal never read is read once, quietly:
-        a stateless upstream's as the caller's own request; a handshake-era upstream's
-        on a session of the gateway's own (:meth:`_own_read`), since on the caller's
-        session the read would go first and hear questions meant for the client's
-        call (server-filesystem's `roots/list` on `initialized`)."""
+    async def declared_headers(
+        self, call: Call, exchange: Exchange
+    ) -> dict[tuple[str, ...], str] | None:
+        """The header parameters of the tool ``call`` names, as the upstream lists it to
+        the caller's principal (None: the tool is not known).  A list this principal
+        never read is read once, quietly: a stateless upstream's as the caller's own
+        request; a handshake-era upstream's on a session of the gateway's own
+        (:meth:`_own_read`), since on the caller's session the read would go first and
+        hear questions meant for the client's call (server-filesystem's `roots/list`
+        on `initialized`)."""
         name = call.params.get("name")  # a tools/call's: the tool
         if not isinstance(name, str):
             return None
@@ -390,7 +398,7 @@ class UpstreamLink:
         else:
             index = self._tools.of(exchange.principal)
             facts = await index.lookup(call, partial(self._own_read, exchange=exchange))
-        return facts.listed if facts is not None else None
+        return facts.declared if facts is not None else None
 
     async def _own_read(self, listing: Call, exchange: Exchange) -> Outcome:
         """One page of a handshake-era upstream's list, read on the principal's session

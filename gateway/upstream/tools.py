@@ -1,10 +1,16 @@
 """What the gateway learns from an upstream's tool list, tool by tool.
 
 Two things about a tool shape how it is called: which arguments a stateless
-HTTP upstream wants mirrored into Mcp-Param-* headers, and whether a
+HTTP upstream wants mirrored into Mcp-Param-* headers (and which ones a
+stateless client's call must carry, checked on the way in), and whether a
 handshake-era tool runs as a task (`execution.taskSupport`).  Both come from
 tools/list: every list that passes through teaches the index, and a call
 for a tool the index never saw reads the whole list once.
+
+Only those facts are kept, not the tools: most tools say nothing of either, and
+all of those share one record, so an index costs little more than its tools'
+names.  Its size is reckoned as it grows and bounded in bytes, per principal and
+for all of them, against an upstream that lists without end.
 
 An upstream may list different tools to different callers (by their token's
 scopes, say): each principal has an index of its own, taught only by the lists
@@ -18,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
 
 from gateway.core import Call, Operation, Outcome, Value
@@ -26,34 +33,66 @@ from gateway.upstream.calls import read_pages
 
 log = structlog.get_logger(__name__)
 
-# Tools one principal's index remembers at once: lists that rename tools again and
-# again would grow it for ever; past the bound it starts again (the next unknown
-# tool re-reads).  Principals with an index at once: the least recently used goes.
-MAX_TOOLS = 2_000
+# The bytes one principal's index may reckon (a list larger than that starts it
+# again as it is read: a tool past the bound goes unchecked, as one never listed),
+# and all principals' indexes together (the least recently used go first); and
+# principals with an index at once.
+MAX_INDEX_BYTES = 16 * 1024 * 1024
+MAX_BOOK_BYTES = 64 * 1024 * 1024
 MAX_PRINCIPALS = 128
+# What an index is reckoned to hold per tool besides its name (the table's slot and
+# the name's own object), and per record of facts and per header parameter in it.
+ENTRY_BYTES = 120
+FACTS_BYTES = 200
+PARAM_BYTES = 160
+
+Paths = dict[tuple[str, ...], str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolFacts:
     # The Mcp-Param-* header for each argument path (stateless HTTP upstreams only).
-    param_paths: dict[tuple[str, ...], str]
+    param_paths: Paths
     # The tool's `execution.taskSupport`, if it says.
     task_support: str | None
-    # The tool as listed (the inbound side checks a call's headers against it).
-    listed: dict[str, Any]
+    # The header parameters the tool declares, which a stateless client's call must
+    # mirror (checked on the way in; empty: none, or annotations that break the rules).
+    declared: Paths
+
+
+# Every listed tool that says nothing of headers or tasks.
+PLAIN = ToolFacts({}, None, {})
+
+
+class Budget:
+    """Bytes reckoned by a book's indexes together."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.restarts = 0  # indexes started again past their bound (a metric)
 
 
 class ToolIndex:
     """The facts of every tool the upstream listed."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: Adapter | None = None, budget: Budget | None = None) -> None:
         self._tools: dict[str, ToolFacts] = {}
         self._listed = False
+        # Whose rules say which headers a tool declares (a stateless revision's).
+        self._rules = rules
+        self._budget = budget if budget is not None else Budget()
+        self.size = 0  # bytes reckoned
+        self._warned = False
 
     def reset(self) -> None:
         """Forget everything (the upstream is no longer what listed these tools)."""
         self._tools.clear()
         self._listed = False
+        self._grow(-self.size)
+
+    def _grow(self, size: int) -> None:
+        self.size += size
+        self._budget.used += size
 
     def learn(self, adapter: Adapter, outcome: Value, *, param_headers: bool) -> Value:
         """Remember what one page of tools/list says.  With ``param_headers``, a tool
@@ -70,11 +109,46 @@ class ToolIndex:
                 log.warning("dropping a tool with an invalid x-mcp-header", tool=name)
                 continue
             if isinstance(name, str):
-                if len(self._tools) >= MAX_TOOLS and name not in self._tools:
-                    self.reset()
-                self._tools[name] = ToolFacts(paths, _task_support(tool), tool)
+                self._remember(name, self._facts(tool, paths, adapter))
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
+
+    def _facts(self, tool: dict[str, Any], paths: Paths, adapter: Adapter) -> ToolFacts:
+        task_support = _task_support(tool)
+        rules = self._rules
+        declared: Paths | None = {}
+        if paths and adapter is rules:
+            declared = paths  # the same rules: worked out once
+        elif rules is not None and _annotated(tool):
+            declared = rules.client_param_paths(tool)
+        if not (paths or task_support or declared):
+            return PLAIN
+        return ToolFacts(paths, task_support, declared or {})
+
+    def _remember(self, name: str, facts: ToolFacts) -> None:
+        size = _reckon(name, facts)
+        old = self._tools.get(name)
+        if old is not None:
+            size -= _reckon(name, old)
+        elif self.size + size > MAX_INDEX_BYTES:
+            self._overflow()
+        self._tools[name] = facts
+        self._grow(size)
+
+    def _overflow(self) -> None:
+        """Past the bound: start again (said once per index, counted every time)."""
+        self._budget.restarts += 1
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "a tool list is larger than the tool index's bound: it starts again, and "
+                "tools it forgot go unchecked (Mcp-Param headers, taskSupport) until listed",
+                tools=len(self._tools),
+                bound_bytes=MAX_INDEX_BYTES,
+            )
+        listed = self._listed
+        self.reset()
+        self._listed = listed
 
     def known(self, name: str) -> ToolFacts | None:
         """The facts of a tool a list that passed through named (no list is read)."""
@@ -97,20 +171,30 @@ class ToolIndex:
 
 class ToolBook:
     """One :class:`ToolIndex` per principal, the least recently used dropped past
-    MAX_PRINCIPALS (its next call reads the list again)."""
+    MAX_PRINCIPALS or MAX_BOOK_BYTES (its next call reads the list again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: Adapter | None = None) -> None:
         self._indexes: OrderedDict[str, ToolIndex] = OrderedDict()
+        self._rules = rules
+        self.budget = Budget()
 
     def of(self, principal: str) -> ToolIndex:
         index = self._indexes.get(principal)
         if index is None:
             if len(self._indexes) >= MAX_PRINCIPALS:
-                self._indexes.popitem(last=False)
-            index = self._indexes[principal] = ToolIndex()
+                self._drop_oldest()
+            index = self._indexes[principal] = ToolIndex(self._rules, self.budget)
         else:
             self._indexes.move_to_end(principal)
+        # Checked as an index is asked for: all of them may pass the bound by at most
+        # what one index grows by in between (MAX_INDEX_BYTES).
+        while self.budget.used > MAX_BOOK_BYTES and len(self._indexes) > 1:
+            self._drop_oldest()
         return index
+
+    def _drop_oldest(self) -> None:
+        _, index = self._indexes.popitem(last=False)
+        index.reset()
 
     def known(self, principal: str, name: str) -> ToolFacts | None:
         """Without making room: a lookup that finds nothing leaves nothing behind."""
@@ -118,6 +202,8 @@ class ToolBook:
         return index.known(name) if index is not None else None
 
     def reset(self) -> None:
+        for index in self._indexes.values():
+            index.reset()
         self._indexes.clear()
 
 
@@ -129,3 +215,23 @@ def _task_support(tool: Any) -> str | None:
     execution = tool.get("execution") if isinstance(tool, dict) else None
     support = execution.get("taskSupport") if isinstance(execution, dict) else None
     return support if isinstance(support, str) else None
+
+
+def _annotated(tool: dict[str, Any]) -> bool:
+    """Whether a tool's input schema may declare a header parameter: looked for in its
+    bytes (a fraction of walking the schema, which only such a tool then gets)."""
+    schema = tool.get("inputSchema")
+    if not schema:
+        return False
+    try:
+        return b"x-mcp-header" in orjson.dumps(schema)
+    except TypeError:  # not JSON (an integer too large for orjson): walked instead
+        return True
+
+
+def _reckon(name: str, facts: ToolFacts) -> int:
+    """Bytes an index holds for one tool (see ENTRY_BYTES)."""
+    size = ENTRY_BYTES + len(name)
+    if facts is not PLAIN:
+        size += FACTS_BYTES + PARAM_BYTES * (len(facts.param_paths) + len(facts.declared))
+    return size

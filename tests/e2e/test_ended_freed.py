@@ -29,10 +29,6 @@ from gateway.settings import RouteSpec
 from gateway.transport.sessions import Session
 from tests.e2e.fake_client import (
     EVENT_STREAM,
-    base_headers,
-    call_tool_modern,
-    modern_headers,
-    modern_request,
     open_session,
     session_headers,
 )

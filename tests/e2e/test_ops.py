@@ -138,6 +138,7 @@ async def test_metrics_count_calls_sessions_and_revisions(
             transport="http",
         )
         assert sample(text, "gateway_build_info") == 1
+        assert sample(text, "gateway_tool_index_restarts_total", route="/mcp") == 0
         assert "# TYPE gateway_request_duration_seconds histogram" in text
         # The client's session has its own upstream session; the calls' connection
         # is back in the pool, idle.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from tests.e2e.fake_client import (
@@ -64,7 +65,9 @@ async def serve(handle: Handler) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}/mcp"
 
 
-async def modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+async def modern_upstream(
+    seen: list[dict[str, str]], tools: list[dict[str, Any]] = TOOLS
+) -> tuple[web.AppRunner, str]:
     async def handle(request_: web.Request) -> web.Response:
         body = await request_.json()
         method, id_ = body.get("method"), body.get("id")
@@ -75,7 +78,7 @@ async def modern_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, st
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": [MODERN], "capabilities": {"tools": {}}}
         elif method == "tools/list":
-            result = {"tools": TOOLS}
+            result = {"tools": tools}
         elif method == "tools/call":
             seen.append({k: v for k, v in request_.headers.items() if k.startswith("Mcp-")})
             params = {k: v for k, v in request_.headers.items() if k.startswith("Mcp-Param-")}
@@ -243,7 +246,9 @@ async def test_each_principal_calls_tools_as_its_own_list_shows_them(tmp_path: P
         await runner.cleanup()
 
 
-async def handshake_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+async def handshake_upstream(
+    seen: list[dict[str, str]], tools: list[dict[str, Any]] = TOOLS[:1]
+) -> tuple[web.AppRunner, str]:
     """A 2025-11-25 server (sessions, no era of mirrored headers) listing `query`: it
     never checks `Mcp-Param-*` itself, so only the gateway can."""
     sessions: set[str] = set()
@@ -270,7 +275,7 @@ async def handshake_upstream(seen: list[dict[str, str]]) -> tuple[web.AppRunner,
         if id_ is None:
             return web.Response(status=202)
         if method == "tools/list":
-            result = {"tools": TOOLS[:1]}
+            result = {"tools": tools}
         elif method == "tools/call":
             seen.append({k: v for k, v in request_.headers.items() if k.startswith("Mcp-")})
             result = {"content": [{"type": "text", "text": "ok"}]}
@@ -324,3 +329,62 @@ async def test_headers_toward_a_handshake_era_upstream_are_checked_listed_or_not
             await runner.cleanup()
     finally:
         await runner.cleanup()
+
+
+def _many_tools(count: int) -> list[dict[str, Any]]:
+    """``count`` tools, the first (#0, `first`) and the last (#count - 1, `query`) with
+    a header parameter each."""
+    plain = {"type": "object", "properties": {"text": {"type": "string"}}}
+    tools = [
+        {"name": f"tool_{n:05d}", "description": f"Tool {n}", "inputSchema": plain}
+        for n in range(1, count - 1)
+    ]
+    return [{**_query_tool("Region"), "name": "first"}, *tools, _query_tool("Region")]
+
+
+@pytest.mark.parametrize("era", ["stateless", "handshake"])
+async def test_every_one_of_10000_tools_has_its_headers_checked(era: str, tmp_path: Path) -> None:
+    """A list of 10,000 tools is known whole: the first and the last tool's
+    `Mcp-Param-*` header is checked, whether the client listed the tools first (Bob)
+    or never did (Alice)."""
+    seen: list[dict[str, str]] = []
+    upstream = modern_upstream if era == "stateless" else handshake_upstream
+    runner, url = await upstream(seen, _many_tools(10_000))
+    try:
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                for who in ("alice", "bob"):
+                    auth = {"Authorization": f"Bearer {who}"}
+                    if who == "bob":
+                        listing = modern_request(1, "tools/list")
+                        headers = {**modern_headers("tools/list"), **auth}
+                        listed = await post(http, gw.url("/mcp"), listing, headers)
+                        assert listed.status == 200, listed.text
+                        assert len(listed.result["tools"]) == 10_000
+                    for tool in ("query", "first"):
+                        await _checked(http, gw.url("/mcp"), tool, auth, seen)
+            await runner.cleanup()
+    finally:
+        await runner.cleanup()
+
+
+async def _checked(
+    http: aiohttp.ClientSession,
+    url: str,
+    tool: str,
+    auth: dict[str, str],
+    seen: list[dict[str, str]],
+) -> None:
+    """A wrong or missing header is refused before the upstream; the right one passes."""
+    body = modern_request(7, "tools/call", {"name": tool, "arguments": {"region": "a"}})
+    headers = {**modern_headers("tools/call", tool), **auth}
+    calls_before = len(seen)
+    for wrong in ({"Mcp-Param-Region": "b"}, {}):
+        reply = await post(http, url, body, {**headers, **wrong})
+        assert reply.status == 400, (tool, auth, wrong, reply.text)
+        assert reply.message["error"]["code"] == -32020, (tool, reply.text)
+    assert len(seen) == calls_before, tool  # none reached the upstream
+    headers["Mcp-Param-Region"] = "a"
+    reply = await post(http, url, body, headers)
+    assert reply.status == 200, (tool, reply.text)
+    assert len(seen) == calls_before + 1, tool

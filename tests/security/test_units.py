@@ -26,11 +26,12 @@ from gateway.core.quota import Quota
 from gateway.observability import MAX_LOG_FIELD, Metrics, truncate_fields
 from gateway.protocol.selection import AdapterSet
 from gateway.transport.guard import OriginGuard
+from gateway.upstream import tools as tool_index
 from gateway.upstream.carriers.base import CarrierError
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import UpstreamSettings
-from gateway.upstream.tools import MAX_PRINCIPALS, MAX_TOOLS, ToolBook, ToolIndex
+from gateway.upstream.tools import MAX_PRINCIPALS, PLAIN, ToolBook, ToolIndex
 from tests.security.harness import gateway
 
 
@@ -155,19 +156,21 @@ async def test_the_discovery_cache_is_bounded() -> None:
         assert f"file:///metadata/{MAX_CACHED * 3 - 1}" in fetcher._cache
 
 
-def test_the_tool_index_is_bounded() -> None:
+def test_the_tool_index_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_index, "MAX_INDEX_BYTES", 50_000)
     index = ToolIndex()
     adapter = AdapterSet.default().by_version["2025-11-25"]
-    for page in range(3):
-        tools = [{"name": f"t{page}-{n}", "inputSchema": {}} for n in range(MAX_TOOLS // 2 + 1)]
+    for page in range(6):
+        tools = [{"name": f"t{page}-{n}", "inputSchema": {}} for n in range(200)]
         index.learn(adapter, Value({"tools": tools}), param_headers=False)
-    assert len(index._tools) <= MAX_TOOLS
-    assert index.known(f"t2-{MAX_TOOLS // 2}") is not None
+        assert index.size <= 50_000
+    assert index.known("t5-199") is PLAIN  # the newest are known; the oldest went
+    assert index.known("t0-0") is None
 
 
 def test_each_principal_has_a_tool_index_of_its_own_and_they_are_bounded() -> None:
     book = ToolBook()
-    book.of("alice")._tools["secret"] = object()  # type: ignore[assignment]
+    book.of("alice")._tools["secret"] = PLAIN
     assert book.known("alice", "secret") is not None
     assert book.known("bob", "secret") is None
     assert book.known("carol", "anything") is None and len(book._indexes) == 1

@@ -46,6 +46,7 @@ ECHO = {
         "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
     },
 }
+ECHO_HEADERS = {("region",): "Region"}
 
 
 class Upstream:
@@ -312,7 +313,7 @@ async def test_an_unreachable_upstream_is_a_failure_never_a_verdict(
         opened = await link.open(exchange(call(), session="s1"))  # answered, not raised
         assert isinstance(opened, Failure)
         assert opened.kind is FailureKind.UPSTREAM_UNAVAILABLE
-        assert await link.declared_tool(call(), exchange(call())) is None
+        assert await link.declared_headers(call(), exchange(call())) is None
     finally:
         await link.close()
 
@@ -558,10 +559,10 @@ async def test_a_stateless_upstreams_tool_is_read_once_and_its_headers_sent(
     async with Upstream("stateless") as upstream:
         link = await linked(http, upstream.url)
         try:
-            declared = await link.declared_tool(call(), exchange(call()))
-            assert declared == ECHO
-            assert await link.declared_tool(call(name="nope"), exchange(call())) is None
-            assert await link.declared_tool(call(Operation.PING), exchange(call())) is None
+            declared = await link.declared_headers(call(), exchange(call()))
+            assert declared == ECHO_HEADERS
+            assert await link.declared_headers(call(name="nope"), exchange(call())) is None
+            assert await link.declared_headers(call(Operation.PING), exchange(call())) is None
             assert len(upstream.methods("tools/list")) == 1
             arguments = {"text": "hi", "region": "eu"}
             assert echoed(await link.execute(call(arguments=arguments), exchange(call()))) == (
@@ -571,7 +572,7 @@ async def test_a_stateless_upstreams_tool_is_read_once_and_its_headers_sent(
             assert sent["Mcp-Param-Region"] == "eu"
             assert sent["Mcp-Method"] == "tools/call" and sent["Mcp-Name"] == "echo"
             # Another principal's list is its own: read again for it.
-            assert await link.declared_tool(call(), exchange(call(), "bob")) == ECHO
+            assert await link.declared_headers(call(), exchange(call(), "bob")) == ECHO_HEADERS
             assert len(upstream.methods("tools/list")) == 2
             assert await link.task_support(call(), exchange(call())) is None
         finally:
@@ -586,7 +587,7 @@ async def test_a_handshake_eras_list_is_read_on_a_session_of_the_gateways_own(
         try:
             client = exchange(call(capabilities={"sampling": {}}), session="one")
             assert await link.open(client) is None
-            assert await link.declared_tool(client.call, client) == ECHO
+            assert await link.declared_headers(client.call, client) == ECHO_HEADERS
             listed_on = upstream.methods("tools/list")
             assert len(listed_on) == 1
             # Not the client's session: one that declares nothing to ask with.
@@ -596,7 +597,9 @@ async def test_a_handshake_eras_list_is_read_on_a_session_of_the_gateways_own(
             assert others == listed_on
             # Whatever a client's own tools/list says is learnt too: no further read.
             assert isinstance(await link.execute(call(Operation.TOOLS_LIST), client), Value)
-            assert await link.declared_tool(client.call, exchange(call(), "alice")) == ECHO
+            assert (
+                await link.declared_headers(client.call, exchange(call(), "alice")) == ECHO_HEADERS
+            )
             assert len(upstream.methods("tools/list")) == 2
         finally:
             await link.close()
@@ -608,10 +611,10 @@ async def test_forgetting_the_verdict_forgets_what_tools_said(
     async with Upstream("stateless") as upstream:
         link = await linked(http, upstream.url)
         try:
-            assert await link.declared_tool(call(), exchange(call())) == ECHO
+            assert await link.declared_headers(call(), exchange(call())) == ECHO_HEADERS
             link.forget()
             assert link.verdict is None
-            assert await link.declared_tool(call(), exchange(call())) == ECHO
+            assert await link.declared_headers(call(), exchange(call())) == ECHO_HEADERS
             assert len(upstream.methods("server/discover")) == 2
             assert len(upstream.methods("tools/list")) == 2
         finally:

@@ -542,6 +542,16 @@ class AdapterServerRole(Projection):
         header parameters and the body's arguments: none before the stateless era."""
         return None
 
+    def check_declared_headers(
+        self,
+        declared: dict[tuple[str, ...], str],
+        arguments: Any,
+        headers: Mapping[str, str] | None,
+    ) -> Failure | None:
+        """The same check against header parameters already read from the tool (its
+        `x-mcp-header` paths, :meth:`client_param_paths`)."""
+        return None
+
     # ---- the handshake, answered by the gateway itself
 
     def discover_result(
