@@ -397,8 +397,16 @@ class UpstreamLink:
             facts = await self._lookup(call, exchange)
         else:
             index = self._tools.of(exchange.principal)
+            reads = index.unread(name)
             facts = await index.lookup(call, partial(self._own_read, exchange=exchange))
+            if reads and not self._shared:
+                # Read once: its session is not kept (it would idle beside the
+                # principal's pool until it expired, an upstream session for nothing).
+                self._calls.spawn(self._end_own(OWN_KEY + exchange.principal))
         return facts.declared if facts is not None else None
+
+    async def _end_own(self, key: str) -> None:
+        await self._sessions.end(key)
 
     async def _own_read(self, listing: Call, exchange: Exchange) -> Outcome:
         """One page of a handshake-era upstream's list, read on the principal's session

@@ -150,6 +150,10 @@ class ToolIndex:
         self.reset()
         self._listed = listed
 
+    def unread(self, name: str) -> bool:
+        """Whether a lookup of ``name`` now would read the list."""
+        return name not in self._tools and not self._listed
+
     def known(self, name: str) -> ToolFacts | None:
         """The facts of a tool a list that passed through named (no list is read)."""
         return self._tools.get(name)
@@ -162,7 +166,7 @@ class ToolIndex:
         name = call.params.get("name")
         if not isinstance(name, str):
             return None
-        if name not in self._tools and not self._listed:
+        if self.unread(name):
             self._listed = True
             async for _ in read_pages(Operation.TOOLS_LIST, call.client, run):
                 pass

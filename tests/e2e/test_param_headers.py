@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gateway.demo import DemoServer
 from tests.e2e.fake_client import (
     call_tool_legacy,
     modern_headers,
@@ -388,3 +391,53 @@ async def _checked(
     reply = await post(http, url, body, headers)
     assert reply.status == 200, (tool, reply.text)
     assert len(seen) == calls_before + 1, tool
+
+
+class CountingDemo(DemoServer):
+    """The demo server, telling a waiting test of each session ended (DELETE)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended = asyncio.Condition()
+
+    async def delete(self, request: web.Request) -> web.Response:
+        answer = await super().delete(request)
+        async with self.ended:
+            self.ended.notify_all()
+        return answer
+
+    async def until(self, sessions: int) -> None:
+        """Until the server holds ``sessions`` sessions (bounded)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10), self.ended:
+                await self.ended.wait_for(lambda: len(self.sessions) == sessions)
+        assert len(self.sessions) == sessions, list(self.sessions)
+
+
+async def test_a_stateless_principal_keeps_one_upstream_session(tmp_path: Path) -> None:
+    """In front of a handshake-era server (the demo server, counting its sessions) a
+    2026-07-28 principal's first call reads the tool list on a session of the
+    gateway's own, then calls on its pool: once the list is read, that session is
+    ended, and the server keeps the pool alone."""
+    demo = CountingDemo()
+    runner = web.AppRunner(demo.app())
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    try:
+        with gateway(f"/mcp=http://127.0.0.1:{port}/mcp", tmp_path=tmp_path) as gw:
+            async with aiohttp.ClientSession() as http:
+                for n, who in enumerate(("alice", "alice", "bob")):
+                    headers = {
+                        **modern_headers("tools/call", "echo"),
+                        "Authorization": f"Bearer {who}",
+                    }
+                    arguments = {"text": who}
+                    body = modern_request(n, "tools/call", {"name": "echo", "arguments": arguments})
+                    reply = await post(http, gw.url("/mcp"), body, headers)
+                    assert reply.status == 200, reply.text
+                    assert who in text_of(reply.result)
+                    await demo.until(1 if who == "alice" else 2)  # a pool each
+            await runner.cleanup()
+    finally:
+        await runner.cleanup()
