@@ -31,6 +31,7 @@ import structlog
 from aiohttp import web
 
 from gateway.core.limits import DescriptorBudget
+from gateway.core.transports import release
 from gateway.transport.http import Endpoint
 from gateway.transport.post import Sink, WholeAnswer
 
@@ -162,6 +163,7 @@ class LaneConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self.parser = None  # it holds this protocol: freed by reference count, not by gc
+        release(self.transport)  # so is the transport (Python 3.11)
         self.lane.connections.discard(self)
         self._disarm()
         if self.task is not None:

@@ -28,8 +28,17 @@ from gateway.app import Gateway
 from gateway.settings import RouteSpec
 from gateway.transport.sessions import Session
 from tests.e2e.fake_client import (
+    ACCEPT_BOTH,
+    CAPS,
     EVENT_STREAM,
+    JSON,
+    SseReader,
+    initialize,
+    modern_headers,
+    modern_request,
+    notification,
     open_session,
+    post,
     session_headers,
 )
 from tests.e2e.gateway_proc import REPO, free_port
@@ -133,6 +142,29 @@ async def test_a_deleted_session_is_freed_at_once(
         await watch.freed()
 
 
+def server_transports(gateway: Gateway) -> set[Any]:
+    """The gateway's client connections' transports: the lane's, and aiohttp's (those
+    the lane handed over)."""
+    assert gateway.lane is not None and gateway._runner is not None
+    server = gateway._runner.server
+    assert server is not None
+    handlers = [handler.transport for handler in server.connections]
+    return {c.transport for c in gateway.lane.connections} | set(handlers) - {None}
+
+
+@contextlib.asynccontextmanager
+async def one_connection() -> AsyncIterator[aiohttp.ClientSession]:
+    """A client of its own: a stream's connection, closed on exit (kept alive until
+    then, as clients do: the lane carries such a POST)."""
+    async with aiohttp.ClientSession() as http:
+        yield http
+
+
+def watch_new_transport(watch: Watch, gateway: Gateway, before: set[Any]) -> None:
+    (transport,) = server_transports(gateway) - before
+    watch.add("its connection's transport", transport)
+
+
 @pytest.mark.usefixtures("no_collection")
 async def test_a_session_with_its_get_stream_is_freed_at_once(
     modern: str, http: aiohttp.ClientSession
@@ -142,9 +174,85 @@ async def test_a_session_with_its_get_stream_is_freed_at_once(
         watch = Watch()
         watch_session(watch, the_session(gateway, session_id))
         headers = {**session_headers(session_id), "Accept": EVENT_STREAM}
-        async with http.get(url, headers=headers) as stream:
+        before = server_transports(gateway)
+        async with one_connection() as own, own.get(url, headers=headers) as stream:
             assert stream.status == 200
             async with asyncio.timeout(FREED_WITHIN):  # the stream is open: its priming event
                 assert await stream.content.readline()
+            watch_new_transport(watch, gateway, before)
         await delete(http, url, session_id)
+        await watch.freed()
+
+
+@pytest.mark.usefixtures("no_collection")
+async def test_an_http_sse_client_is_freed_when_it_leaves(
+    modern: str, http: aiohttp.ClientSession
+) -> None:
+    """A 2024-11-05 client on HTTP+SSE: its session is its stream's connection."""
+    async with serving(modern) as (gateway, url):
+        watch = Watch()
+        before = server_transports(gateway)
+        async with one_connection() as own, own.get(url, headers={"Accept": EVENT_STREAM}) as sse:
+            assert sse.status == 200
+            reader = SseReader(sse)
+            endpoint = (await reader.next()).data
+            watch_new_transport(watch, gateway, before)
+            assert endpoint.startswith("/mcp?"), endpoint
+            posted = f"{url.rsplit('/', 1)[0]}{endpoint}"
+            headers = {"Content-Type": JSON, "Accept": ACCEPT_BOTH}
+            answer = await post(http, posted, initialize(1, "2024-11-05"), headers)
+            assert answer.status == 202, answer.text
+            assert (await reader.response_to(1))["result"]["protocolVersion"] == "2024-11-05"
+            done = await post(http, posted, notification("notifications/initialized"), headers)
+            assert done.status == 202, done.text
+            (session,) = gateway.endpoints[0].route.sessions._sessions.values()
+            watch_session(watch, session)
+            del session
+        await watch.freed()
+
+
+@pytest.mark.usefixtures("no_collection")
+async def test_a_listen_is_freed_when_its_client_leaves(demo: str) -> None:
+    """A 2026-07-28 `subscriptions/listen`: its stream's connection."""
+    async with serving(demo) as (gateway, url):
+        watch = Watch()
+        params = {"notifications": {"toolsListChanged": True}}
+        body = modern_request(1, "subscriptions/listen", params)
+        headers = modern_headers("subscriptions/listen")
+        assert gateway.lane is not None
+        before = server_transports(gateway)
+        async with one_connection() as own, own.post(url, json=body, headers=headers) as stream:
+            assert stream.status == 200, await stream.text()
+            acknowledged = await SseReader(stream).next_message()
+            assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+            (transport,) = server_transports(gateway) - before
+            watch.add("its connection's transport", transport)
+            del transport
+        await watch.freed()
+
+
+@pytest.mark.usefixtures("no_collection")
+async def test_a_parked_call_is_freed_once_it_is_answered(
+    demo: str, http: aiohttp.ClientSession
+) -> None:
+    """A 2026-07-28 `greet_me` (the demo server asks for a name): parked until the
+    client's retry with the answer, which ends it."""
+    async with serving(demo) as (gateway, url):
+        watch = Watch()
+        body = modern_request(1, "tools/call", {"name": "greet_me", "arguments": {}})
+        body["params"]["_meta"][CAPS] = {"elicitation": {}}
+        headers = modern_headers("tools/call", "greet_me")
+        asked = await post(http, url, body, headers)
+        assert asked.result["resultType"] == "input_required", asked.text
+        (parked,) = gateway.endpoints[0].route.backend.forwarder.parking._calls.values()
+        watch.add("the parked call", parked)
+        del parked
+        answers = {
+            key: {"action": "accept", "content": {"name": "Ada"}}
+            for key in asked.result["inputRequests"]
+        }
+        retry = {"inputResponses": answers, "requestState": asked.result["requestState"]}
+        body["params"] |= retry
+        done = await post(http, url, body, headers)
+        assert done.result["content"][0]["text"] == "Hello, Ada!", done.text
         await watch.freed()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -240,6 +242,35 @@ async def test_a_closed_idle_connection_is_not_reused(pool: H1Pool) -> None:
                 while any(not c.closed for c in pool._all):  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
         assert served == 3
+
+
+async def test_a_closed_connection_is_freed_by_reference_counting(pool: H1Pool) -> None:
+    """Closed, a connection goes at once (no garbage collection needed: an idle gateway
+    seldom runs one): its parser and its transport no longer refer back to it."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()  # keep-alive offered, then the server drops it while idle
+
+    server, url = await raw_server(handle)
+    gc.collect()
+    gc.disable()
+    try:
+        async with server:
+            resp = await post(pool, url, b"{}")
+            assert await read_all(resp) == b"ok"
+            (conn,) = pool._all
+            freed = [asyncio.Event(), asyncio.Event()]
+            weakref.finalize(conn, freed[0].set)
+            weakref.finalize(conn.transport, freed[1].set)
+            del conn, resp
+            async with asyncio.timeout(WAIT):
+                for event in freed:
+                    await event.wait()
+    finally:
+        gc.enable()
 
 
 async def test_a_disconnect_mid_body_and_invalid_http_are_errors(pool: H1Pool) -> None:

@@ -23,6 +23,8 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from gateway.core.transports import release
+
 # Idle pooled connections are closed after this long (aiohttp's default keep-alive),
 # or sooner when the server says (`Keep-Alive: timeout=N`) it keeps them less long.
 KEEPALIVE_S = 15.0
@@ -34,6 +36,8 @@ _HIGH_WATER = 256 * 1024
 _USER_AGENT = f"Python/3 aiohttp/{aiohttp.__version__}"
 # Headers this client writes itself.
 _OWN = frozenset({"host", "content-length", "user-agent", "connection", "transfer-encoding"})
+# A lost connection's parser (bound to nothing, fed nothing): its own is let go.
+_NO_PARSER = httptools.HttpResponseParser(object())
 
 
 def usable(url: URL) -> bool:
@@ -253,8 +257,12 @@ class _Connection(asyncio.Protocol):
         self._pool.forget(self)
         if self._response is not None and self._until_close():
             self._complete()  # a body delimited by the end of the connection
-            return
-        self._fail(aiohttp.ServerDisconnectedError())
+        else:
+            self._fail(aiohttp.ServerDisconnectedError())
+        # The parser's callbacks are this protocol's methods, and the transport refers
+        # to itself (Python 3.11): both dropped, so all goes by reference counting.
+        self._parser = _NO_PARSER
+        release(self.transport)
 
     def _until_close(self) -> bool:
         assert self._response is not None
