@@ -35,6 +35,7 @@ import signal
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,6 +350,33 @@ def calibration(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     return [*points, {"last_step_slope": round(math.log(b / a) / math.log(s2 / s1), 3)}]
 
 
+def tool_index(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """What one caller's tool index (gateway/upstream/tools.py) keeps of a list of each
+    size once the list itself is gone, taught as a handshake-era upstream's list
+    teaches it (in this process, tracemalloc): bytes per tool, and tools still known."""
+    from bench.sized import tools
+    from gateway.core import Value
+    from gateway.protocol import AdapterSet
+    from gateway.upstream.tools import ToolBook
+
+    adapters = AdapterSet.default()
+    points = []
+    for size in sizes:
+        raw = orjson.dumps({"tools": tools(size)})
+        tracemalloc.start()
+        try:
+            index = ToolBook(adapters.stateless[0]).of("bench")
+            index.learn(
+                adapters.by_version["2025-11-25"], Value(orjson.loads(raw)), param_headers=False
+            )
+            kept, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        known = sum(index.known(tool["name"]) is not None for tool in orjson.loads(raw)["tools"])
+        points.append({"size": size, "bytes_per_tool": round(kept / size, 1), "known": known})
+    return points
+
+
 UNITS = {"tools": ("tool", 1), "results": ("KiB", KIB), "batches": ("message", 1)}
 
 
@@ -433,6 +461,7 @@ def run(config: Config) -> dict[str, Any]:
         "wall_s": round(wall, 1),
         "superlinear_slope": SUPERLINEAR,
         "calibration": calibration(config.results),
+        "tool_index": tool_index(config.tools),
         "measures": measures,
     }
 
@@ -471,6 +500,13 @@ def render(report: dict[str, Any]) -> str:
         + ", ".join(f"{_size('results', p['size'])} {p['us_per_kib']:.3f}" for p in points)
         + f"; slope of the last step {slope['last_step_slope']:.2f}",
     ]
+    lines.append(
+        "one caller's tool index, kept once a list is read (in this process): "
+        + ", ".join(
+            f"{p['size']:,} tools: {p['bytes_per_tool']:.0f} B/tool, {p['known']:,} known"
+            for p in report["tool_index"]
+        )
+    )
     for measure, rows in report["measures"].items():
         lines += ["", f"{measure} (unit: {UNITS[measure][0]})", header]
         for row in rows:
