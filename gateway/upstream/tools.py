@@ -19,6 +19,7 @@ read with its own credentials.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,9 +41,9 @@ log = structlog.get_logger(__name__)
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_BOOK_BYTES = 64 * 1024 * 1024
 MAX_PRINCIPALS = 128
-# What an index is reckoned to hold per tool besides its name (the table's slot and
-# the name's own object), and per record of facts and per header parameter in it.
-ENTRY_BYTES = 120
+# What an index is reckoned to hold per tool besides its name (the table's slot),
+# and per record of facts and per header parameter in it, besides their strings.
+ENTRY_BYTES = 80
 FACTS_BYTES = 200
 PARAM_BYTES = 160
 
@@ -89,6 +90,12 @@ class ToolIndex:
         self._tools.clear()
         self._listed = False
         self._grow(-self.size)
+
+    def leave(self) -> None:
+        """Forget everything and stop counting against the book's budget (a list still
+        being read into this index, dropped from its book, teaches it for nothing)."""
+        self.reset()
+        self._budget = Budget()
 
     def _grow(self, size: int) -> None:
         self.size += size
@@ -198,7 +205,7 @@ class ToolBook:
 
     def _drop_oldest(self) -> None:
         _, index = self._indexes.popitem(last=False)
-        index.reset()
+        index.leave()
 
     def known(self, principal: str, name: str) -> ToolFacts | None:
         """Without making room: a lookup that finds nothing leaves nothing behind."""
@@ -207,7 +214,7 @@ class ToolBook:
 
     def reset(self) -> None:
         for index in self._indexes.values():
-            index.reset()
+            index.leave()
         self._indexes.clear()
 
 
@@ -234,8 +241,14 @@ def _annotated(tool: dict[str, Any]) -> bool:
 
 
 def _reckon(name: str, facts: ToolFacts) -> int:
-    """Bytes an index holds for one tool (see ENTRY_BYTES)."""
-    size = ENTRY_BYTES + len(name)
-    if facts is not PLAIN:
-        size += FACTS_BYTES + PARAM_BYTES * (len(facts.param_paths) + len(facts.declared))
+    """Bytes an index holds for one tool (see ENTRY_BYTES); its strings, whose length an
+    upstream chose, counted as they are held."""
+    size = ENTRY_BYTES + sys.getsizeof(name)
+    if facts is PLAIN:
+        return size
+    size += FACTS_BYTES + sys.getsizeof(facts.task_support)
+    shared = facts.param_paths is facts.declared  # worked out once, kept once
+    for paths in (facts.param_paths,) if shared else (facts.param_paths, facts.declared):
+        for path, header in paths.items():
+            size += PARAM_BYTES + sys.getsizeof(header) + sum(map(sys.getsizeof, path))
     return size

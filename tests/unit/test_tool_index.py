@@ -122,3 +122,23 @@ def test_a_tool_listed_again_is_reckoned_once() -> None:
     assert index.size == once
     index.reset()
     assert index.size == 0
+
+
+def test_an_index_dropped_from_its_book_no_longer_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list still being read into an index its book dropped (a lookup holds it)
+    teaches it for nothing: the book's budget does not grow for it."""
+    monkeypatch.setattr(tool_index, "MAX_PRINCIPALS", 1)
+    book = ToolBook(MODERN)
+    dropped = book.of("alice")
+    book.of("bob")
+    dropped.learn(LEGACY, Value({"tools": listed(100)}), param_headers=False)
+    assert dropped.known("tool_000099") is PLAIN
+    assert book.budget.used == 0
+
+
+def test_what_an_upstream_makes_long_is_reckoned_in_full() -> None:
+    index = ToolIndex(MODERN)
+    name = "工" * 50_000  # two bytes a character, as Python holds it
+    tool = {**declaring(name), "execution": {"taskSupport": "x" * 100_000}}
+    index.learn(LEGACY, Value({"tools": [tool]}), param_headers=False)
+    assert index.size > 100_000 + 2 * 50_000
