@@ -34,6 +34,7 @@ from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
 from gateway.core.limits import DescriptorBudget
 from gateway.core.quota import Quota
+from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
 from gateway.lifecycle import (
     CLOSE_GRACE,
@@ -489,6 +490,7 @@ class Gateway:
             keepalive_timeout=self.limits.header_timeout,
         )
         await self._runner.setup()
+        release_when_lost(self._runner.server)  # Python 3.11's cycle (gateway/core/transports.py)
         if self.lean_lane:
             await self._listen_lean()
         else:

@@ -20,7 +20,6 @@ from aiohttp import web
 
 from gateway.auth.front import RequestView
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
-from gateway.core.transports import release
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
@@ -385,7 +384,6 @@ class Endpoint:
         refused = self.route.streams.acquire(principal)
         if refused is not None:
             return self._failure(reporter, refused)
-        transport = request.transport
         try:
             stream = web.StreamResponse(
                 headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
@@ -396,7 +394,6 @@ class Endpoint:
             await self._pump(session, stream, log, number, idle_ends=True)
         finally:
             self.route.streams.release(principal)
-            release(transport)  # if the client left (gateway/core/transports.py)
         return stream
 
     async def _open_log(
@@ -452,7 +449,6 @@ class Endpoint:
         stream = web.StreamResponse(
             headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
         )
-        transport = request.transport
         try:
             await stream.prepare(request)
             endpoint = f"{request.path}?{SESSION_QUERY}={session.id}"
@@ -461,7 +457,6 @@ class Endpoint:
         finally:
             # The HTTP+SSE session is the connection: it ends with it.
             self.pipeline.end_session(session.id)
-            release(transport)
         return stream
 
     async def _pump(

@@ -138,7 +138,10 @@ async def test_a_deleted_session_is_freed_at_once(
         session_id = await open_session(http, url)
         watch = Watch()
         watch_session(watch, the_session(gateway, session_id))
-        await delete(http, url, session_id)
+        before = server_transports(gateway)
+        async with one_connection() as own:  # a connection aiohttp serves (not the lane)
+            await delete(own, url, session_id)
+            watch_new_transport(watch, gateway, before)
         await watch.freed()
 
 
