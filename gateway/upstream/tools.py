@@ -116,16 +116,19 @@ class ToolIndex:
                 log.warning("dropping a tool with an invalid x-mcp-header", tool=name)
                 continue
             if isinstance(name, str):
-                self._remember(name, self._facts(tool, paths, adapter))
+                same_rules = param_headers and adapter is self._rules
+                self._remember(name, self._facts(tool, paths, same_rules))
             kept.append(tool)
         return Value({**outcome.result, "tools": kept}) if len(kept) != len(tools) else outcome
 
-    def _facts(self, tool: dict[str, Any], paths: Paths, adapter: Adapter) -> ToolFacts:
+    def _facts(self, tool: dict[str, Any], paths: Paths, same_rules: bool) -> ToolFacts:
+        """``same_rules``: ``paths`` were worked out by the rules that say what a tool
+        declares, so they are what it declares."""
         task_support = _task_support(tool)
         rules = self._rules
         declared: Paths | None = {}
-        if paths and adapter is rules:
-            declared = paths  # the same rules: worked out once
+        if same_rules:
+            declared = paths
         elif rules is not None and _annotated(tool):
             declared = rules.client_param_paths(tool)
         if not (paths or task_support or declared):
