@@ -377,15 +377,9 @@ class Runner:
         if self.route.observers:
             self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)
-        failed = isinstance(outcome, Failure)
-        status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
-        if message is not None and "result" in message:
-            status, failed = 200, False
-        return Reply(
-            message,
-            status,
-            dict(outcome.headers) if isinstance(outcome, Failure) and failed else {},
-        )
+        if isinstance(outcome, Failure) and not adapter.failure_is_result(outcome, call.operation):
+            return Reply(message, adapter.http_status(outcome), dict(outcome.headers))
+        return Reply(message, 200, {})
 
     def _observe(
         self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float
