@@ -32,8 +32,7 @@ from gateway.bridge.forwarder import DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
-from gateway.core.limits import DescriptorBudget
-from gateway.core.quota import Quota
+from gateway.core.limits import DescriptorBudget, Quota
 from gateway.demo import start_demo
 from gateway.lifecycle import (
     CLOSE_GRACE,

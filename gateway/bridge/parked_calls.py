@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from gateway.bridge.parking import ParkingTable
-from gateway.bridge.rounds import ParkedCall, Phase
+from gateway.bridge.rounds import ParkedCall, ParkingTable, Phase
 from gateway.bridge.state import StateSealer
 from gateway.core import (
     Answer,
