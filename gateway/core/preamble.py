@@ -16,7 +16,6 @@ class SessionView:
     capabilities: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] | None = None
     log_level: str | None = None
-    initialized: bool = False
     # The adapter of the revision the session negotiated, kept with the session
     # from its handshake on (opaque here, as ``ClientContext.adapter``).
     adapter: object = field(default=None, repr=False)

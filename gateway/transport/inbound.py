@@ -291,9 +291,8 @@ class Runner:
                     log.info("dropping a reply to no pending request", id=item.id)
             elif isinstance(item, Call) and item.id is None:
                 if item.operation is Operation.INITIALIZED:
-                    if session is not None:
-                        session.view.initialized = True
-                elif item.operation is Operation.CANCELLED:
+                    continue  # the handshake's end: the upstream session has its own
+                if item.operation is Operation.CANCELLED:
                     self.cancel(arrival.running, item.params.get("requestId"))
                 elif self.route.notices.acquire(arrival.principal) is None:
                     self.notices.add(self.spawn(self._notify(arrival, item, send)))
