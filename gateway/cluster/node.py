@@ -23,6 +23,7 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 
 from gateway.bridge.state import StateSealer
+from gateway.cluster.lookups import OwnerLookups
 from gateway.cluster.owner import parked_owner, session_owner, session_prefix
 from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
@@ -64,6 +65,7 @@ class ClusterNode:
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
+        self.lookups = OwnerLookups(store)
         self._key = relay_key(state_key)
         self.relay = Relay(self._key, self.id, relay_timeout)
         self._beat: asyncio.Task[None] | None = None
@@ -213,7 +215,7 @@ class ClusterNode:
             return None
         if owner is not None:
             try:
-                return await self.store.replica(owner)
+                return await self.lookups.replica(owner)
             except Exception as exc:
                 log.warning("cluster store unreachable", error=str(exc))
                 return None
