@@ -148,6 +148,8 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         advertise=settings.advertise,
         own_port=settings.reuse_port,
         relay_timeout=timeout + 5.0,
+        pool_size=settings.cluster_pool,
+        pool_timeout=settings.cluster_pool_timeout,
     )
 
 

@@ -448,6 +448,11 @@ class Settings(BaseSettings):
     cluster: str | None = None
     advertise: str | None = None
     workers: int = Field(1, ge=1, le=256)
+    # A Redis cluster store's connections per process, and how long a store operation
+    # waits for one before the request gets a 503 (seconds).  The same defaults as
+    # gateway.cluster.store's POOL_SIZE and POOL_TIMEOUT (settings cannot import it).
+    cluster_pool: int = Field(100, ge=1, le=10_000)
+    cluster_pool_timeout: float = Field(2.0, gt=0)
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead

@@ -23,14 +23,18 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 
 from gateway.bridge.state import StateSealer
+from gateway.cluster.lookups import OwnerLookups
 from gateway.cluster.owner import parked_owner, session_owner, session_prefix
 from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
+from gateway.core import Failure, FailureKind
 
 log = structlog.get_logger(__name__)
 # How long leaving waits for the heartbeat task to end once cancelled.
 LEAVE_GRACE = 2.0
+# What a retry refused because the store did not answer says to wait (seconds).
+LEDGER_RETRY_AFTER = 1
 
 Handler = Callable[[web.Request], Any]
 SESSION_QUERY = "sessionId"
@@ -61,17 +65,34 @@ class ClusterNode:
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
+        self.lookups = OwnerLookups(store)
         self._key = relay_key(state_key)
         self.relay = Relay(self._key, self.id, relay_timeout)
         self._beat: asyncio.Task[None] | None = None
+        self._ledger_down = False  # logged once until the store answers again
 
     @property
     def session_prefix(self) -> str:
         return session_prefix(self.id)
 
     async def use_once(self, key: str, ttl: float) -> bool:
-        """The sealer's ledger: a requestState is spent once in the whole cluster."""
-        return await self.store.use_once(key, ttl)
+        """The sealer's ledger: a requestState is spent once in the whole cluster.  A
+        store that does not answer (down, or busy past its pool's timeout) refuses
+        the retry with a 503 in the client's revision: the client may send it again."""
+        try:
+            spent = await self.store.use_once(key, ttl)
+        except Exception as exc:
+            if not self._ledger_down:
+                self._ledger_down = True
+                log.warning(
+                    "cluster store unreachable or busy: retries refused (503)",
+                    error=str(exc) or type(exc).__name__,
+                )
+            raise _ledger_unavailable() from None
+        if self._ledger_down:
+            self._ledger_down = False
+            log.info("cluster store answers again: retries accepted")
+        return spent
 
     def results(self, route_key: str) -> RouteResults:
         """Where ``route_key``'s public list results are shared."""
@@ -194,7 +215,7 @@ class ClusterNode:
             return None
         if owner is not None:
             try:
-                return await self.store.replica(owner)
+                return await self.lookups.replica(owner)
             except Exception as exc:
                 log.warning("cluster store unreachable", error=str(exc))
                 return None
@@ -205,6 +226,16 @@ class ClusterNode:
         except Exception:
             return None
         return random.choice(others) if others else None
+
+
+def _ledger_unavailable() -> Failure:
+    return Failure(
+        FailureKind.OVERLOADED,
+        "the cluster store did not answer in time, so requestState cannot be checked; "
+        "send the same request again",
+        {"retryAfterSeconds": LEDGER_RETRY_AFTER},
+        headers={"Retry-After": str(LEDGER_RETRY_AFTER)},
+    )
 
 
 async def _take_body(request: web.Request, limit: int) -> bytes:

@@ -96,6 +96,16 @@ def test_defaults() -> None:
     assert (data["log_format"], data["log_level"]) == ("json", "info")
 
 
+def test_cluster_pool_defaults_are_the_stores_own() -> None:
+    from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT
+
+    data = check()
+    assert (data["cluster_pool"], data["cluster_pool_timeout"]) == (POOL_SIZE, POOL_TIMEOUT)
+    data = check("--cluster-pool", "7", env={"GATEWAY_CLUSTER_POOL_TIMEOUT": "0.5"})
+    assert (data["cluster_pool"], data["cluster_pool_timeout"]) == (7, 0.5)
+    assert "cluster_pool = 0" in refuse("--cluster-pool", "0")
+
+
 # ------------------------------------------------------------- precedence
 
 
