@@ -101,6 +101,7 @@ ROUTE_OPTIONS = {
     "questions_at_once",
     "questions_per_call",
     "max_connections",
+    "max_message",
     "public_url",
     "auth",
     "auth_issuer",
@@ -168,6 +169,10 @@ class RouteSpec(BaseModel):
     # Connections the h1 HTTP/1.1 client (calls to a plain-http upstream) keeps open
     # to the upstream at once: past it a call is refused.
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
+    # The largest message the upstream may send, in bytes (an SSE event, a JSON body,
+    # a stdio line); past it the call gets a clear error.  None: 16 MiB over HTTP,
+    # 32 MiB over stdio.
+    max_message: int | None = Field(None, ge=1024, le=1 << 30)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(DEFAULT_PROBE_TIMEOUT, gt=0)
     ttl_ms: int = Field(0, ge=0)
@@ -280,6 +285,7 @@ class RouteSpec(BaseModel):
             questions_at_once=self.questions_at_once,
             questions_per_call=self.questions_per_call,
             max_connections=self.max_connections,
+            max_message=self.max_message,
             route=self.path,
         )
 

@@ -419,6 +419,7 @@ class SessionPool:
                 read_timeout=self.settings.request_timeout,
                 redirects=self.settings.redirect_policy,
                 listen_named=listen_named,
+                max_event_size=self.settings.http_max_message,
             )
             await sse.start()
             return sse
@@ -440,6 +441,7 @@ class SessionPool:
             route=settings.route,
             read_timeout=None,  # bounded in all by the route's timeout (Calls)
             listen_named=listen_named,
+            max_message_size=settings.stdio_max_message,
         )
 
     # ---------------------------------------------------------------- calls

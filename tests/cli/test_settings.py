@@ -69,6 +69,16 @@ def test_route_flag_keeps_its_syntax_and_takes_every_option() -> None:
     assert spec.forward_headers == ["x-tenant"]
 
 
+def test_max_message_bounds_every_carrier_or_keeps_their_own() -> None:
+    given = RouteSpec.parse(f"/mcp={UPSTREAM},max_message=1048576").upstream_settings()
+    assert (given.http_max_message, given.stdio_max_message) == (1 << 20, 1 << 20)
+    unset = RouteSpec.parse(f"/mcp={UPSTREAM}").upstream_settings()
+    assert (unset.http_max_message, unset.stdio_max_message) == (16 << 20, 32 << 20)
+    assert "max_message = '100': Input should be greater than or equal to 1024" in refuse(
+        "--route", f"/mcp={UPSTREAM},max_message=100"
+    )
+
+
 def test_serve_flags() -> None:
     data = check(
         "--listen",
