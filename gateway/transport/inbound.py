@@ -2,7 +2,7 @@
 answer, and its calls.
 
 :class:`Runner` answers the handshake and keeps the session (opened, mirrored
-upstream, ended), settles the client's replies and notifications, and runs each
+upstream, ended), takes the client's replies and notifications, and runs each
 call through the route's forwarder as a task the client's
 ``notifications/cancelled`` can stop: observed, encoded, counted against the
 caller's quota.  A message for a session's standalone stream goes out through
