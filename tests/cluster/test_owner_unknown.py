@@ -192,7 +192,7 @@ async def test_a_paused_store_is_a_503_to_send_again_not_a_lost_session(
     try:
         await admin.client_pause(PAUSE_MS, all=True)  # every command waits, reads too
         echo, greeting = await asyncio.gather(
-            echo_at_b(pair, http, client, 7, "paused"), greet_at_b(pair, http, 8, key, state)
+            echo_at_b(pair, http, client, 7, "again"), greet_at_b(pair, http, 8, key, state)
         )
         assert_send_again(*echo, 7)
         assert_send_again(*greeting, 8)
@@ -225,12 +225,12 @@ async def test_a_stopped_store_is_a_503_on_every_path_logged_once(
         pair.store.stop()
         try:
             for _ in range(2):
-                assert_send_again(*await echo_at_b(pair, http, client, 7, "down"), 7)
+                assert_send_again(*await echo_at_b(pair, http, client, 7, "again"), 7)
                 assert_send_again(*await greet_at_b(pair, http, 8, key, state), 8)
                 sse = await post_json(http, sse_at_b, initialize(9, "2024-11-05"), {})
                 assert_send_again(*sse, 9)
                 for method in ("GET", "DELETE"):
-                    await assert_refused_without_body_id(http, method, pair.b, client)
+                    await assert_stream_or_end_refused(http, method, pair.b, client)
         finally:
             pair.store.start()
         said = pair.b_log().count(UNREACHABLE) - before
@@ -250,9 +250,11 @@ async def test_a_stopped_store_is_a_503_on_every_path_logged_once(
     assert "cluster store answers again" in pair.b_log()
 
 
-async def assert_refused_without_body_id(
+async def assert_stream_or_end_refused(
     http: aiohttp.ClientSession, method: str, url: str, client: LegacyClient
 ) -> None:
+    """A GET stream or DELETE of A's session, at B: the 503 (its JSON-RPC error has
+    no id to answer)."""
     headers = {**client.headers(), "Accept": EVENT_STREAM}
     async with http.request(method, url, headers=headers) as response:
         text = await response.text()
