@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from gateway.cluster.node import LEDGER_RETRY_AFTER, ClusterNode
+from gateway.cluster.node import STORE_RETRY_AFTER, ClusterNode
 from gateway.cluster.store import MemoryStore
 from gateway.core import Failure, FailureKind
 
@@ -36,14 +36,18 @@ async def test_a_store_that_does_not_answer_refuses_the_retry_with_a_503() -> No
             failure = raised.value
             assert failure.kind is FailureKind.OVERLOADED
             assert "send the same request again" in failure.message
-            assert failure.headers == {"Retry-After": str(LEDGER_RETRY_AFTER)}
-            assert failure.data == {"retryAfterSeconds": LEDGER_RETRY_AFTER}
+            assert failure.headers == {"Retry-After": str(STORE_RETRY_AFTER)}
+            assert failure.data == {"retryAfterSeconds": STORE_RETRY_AFTER}
         store.down = False
         # Nothing was spent while the store was away: the same state goes now, once.
         assert await node.use_once("digest", 30)
         assert not await node.use_once("digest", 30)
     events = [(entry["log_level"], entry["event"]) for entry in logs]
     assert events == [
-        ("warning", "cluster store unreachable or busy: retries refused (503)"),
-        ("info", "cluster store answers again: retries accepted"),
+        (
+            "warning",
+            "cluster store unreachable or busy: retries and requests for other "
+            "replicas refused (503)",
+        ),
+        ("info", "cluster store answers again: retries and relays accepted"),
     ]
