@@ -27,8 +27,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from gateway.bridge.parking import ParkingTable
-from gateway.bridge.rounds import ParkedCall
+from gateway.bridge.rounds import ParkedCall, ParkingTable
 from gateway.core import Answer, Ask, AskKind, Value
 from gateway.upstream.carriers.stdio import StdioCarrier
 

@@ -32,8 +32,7 @@ from gateway.bridge.forwarder import DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure, FailureKind
-from gateway.core.limits import DescriptorBudget
-from gateway.core.quota import Quota
+from gateway.core.limits import DescriptorBudget, Quota
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
 from gateway.lifecycle import (
@@ -150,6 +149,8 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         advertise=settings.advertise,
         own_port=settings.reuse_port,
         relay_timeout=timeout + 5.0,
+        pool_size=settings.cluster_pool,
+        pool_timeout=settings.cluster_pool_timeout,
     )
 
 

@@ -192,6 +192,15 @@ AdvertiseOption = Annotated[
         "[default: the --listen address]  Env: GATEWAY_ADVERTISE.",
     ),
 ]
+ClusterPoolOption = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        help="With a redis:// --cluster store: the most connections to it per process; past "
+        "them a request waits its turn, up to cluster_pool_timeout (2 s), then gets a 503.  "
+        "[default: 100]  Env: GATEWAY_CLUSTER_POOL.",
+    ),
+]
 WorkersOption = Annotated[
     int | None,
     typer.Option(
@@ -252,6 +261,7 @@ def serve(
     trust_forwarded: TrustForwardedOption = None,
     cluster: ClusterOption = None,
     advertise: AdvertiseOption = None,
+    cluster_pool: ClusterPoolOption = None,
     workers: WorkersOption = None,
     rate: RateOption = None,
     tool_rate: ToolRateOption = None,
@@ -281,6 +291,7 @@ def serve(
         "trust_forwarded": trust_forwarded or None,
         "cluster": cluster,
         "advertise": advertise,
+        "cluster_pool": cluster_pool,
         "workers": workers,
         "rate": rate,
         "tool_rate": tool_rate,

@@ -101,6 +101,7 @@ ROUTE_OPTIONS = {
     "questions_at_once",
     "questions_per_call",
     "max_connections",
+    "max_message",
     "public_url",
     "auth",
     "auth_issuer",
@@ -168,6 +169,10 @@ class RouteSpec(BaseModel):
     # Connections the h1 HTTP/1.1 client (calls to a plain-http upstream) keeps open
     # to the upstream at once: past it a call is refused.
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
+    # The largest message the upstream may send, in bytes (an SSE event, a JSON body,
+    # a stdio line); past it the call gets a clear error.  None: 16 MiB over HTTP,
+    # 32 MiB over stdio.
+    max_message: int | None = Field(None, ge=1024, le=1 << 30)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(DEFAULT_PROBE_TIMEOUT, gt=0)
     ttl_ms: int = Field(0, ge=0)
@@ -280,6 +285,7 @@ class RouteSpec(BaseModel):
             questions_at_once=self.questions_at_once,
             questions_per_call=self.questions_per_call,
             max_connections=self.max_connections,
+            max_message=self.max_message,
             route=self.path,
         )
 
@@ -448,6 +454,11 @@ class Settings(BaseSettings):
     cluster: str | None = None
     advertise: str | None = None
     workers: int = Field(1, ge=1, le=256)
+    # A Redis cluster store's connections per process, and how long a store operation
+    # waits for one before the request gets a 503 (seconds).  The same defaults as
+    # gateway.cluster.store's POOL_SIZE and POOL_TIMEOUT (settings cannot import it).
+    cluster_pool: int = Field(100, ge=1, le=10_000)
+    cluster_pool_timeout: float = Field(2.0, gt=0)
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
-from gateway.bridge.parking import ParkingTable
+from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet

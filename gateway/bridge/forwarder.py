@@ -22,7 +22,7 @@ from typing import Protocol
 import orjson
 
 from gateway.bridge.parked_calls import ParkedCalls, missing
-from gateway.bridge.parking import ParkingTable
+from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.sharedcache import (
     MAX_SHARED_BYTES,
     SHARED_LISTS,

@@ -1,11 +1,12 @@
 """Running and resuming parked calls: a handshake-era upstream's call, asked for
 input mid-call, for a client that can only be answered and retried.
 
-The call's phases and moves are :mod:`.rounds`'s; this runs them.  The first
-request starts the upstream call in a task and settles it: the result, or a
-round of questions handed out as ``input_required`` with a sealed state; the
-retry that carries the answers finds the call in the parking table again,
-answers the waiting questions and settles it anew.
+The call's phases and moves, and the table it waits in, are :mod:`.rounds`'s;
+this runs them.  The first request starts the upstream call in a task and
+waits for what comes first: the result, or a round of questions handed out as
+``input_required`` with a sealed state; the retry that carries the answers
+finds the call in the parking table again, answers the waiting questions and
+waits for the next of the two.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from gateway.bridge.parking import ParkingTable
-from gateway.bridge.rounds import ParkedCall, Phase
+from gateway.bridge.rounds import ParkedCall, ParkingTable, Phase
 from gateway.bridge.state import StateSealer
 from gateway.core import (
     Answer,

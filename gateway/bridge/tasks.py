@@ -38,8 +38,8 @@ from gateway.core import (
     Value,
     discard_event,
 )
+from gateway.core.limits import Quota
 from gateway.core.pending import Questions
-from gateway.core.quota import Quota
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
 from gateway.protocol import Adapter, AdapterSet, adapter_of
 

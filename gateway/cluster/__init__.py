@@ -5,18 +5,21 @@ Imported only when a cluster is configured (``--cluster`` or ``--workers``).
 
 from __future__ import annotations
 
-from gateway.cluster.store import ClusterStore, MemoryStore, Replica
+from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, ClusterStore, MemoryStore, Replica
 
 __all__ = ["ClusterStore", "MemoryStore", "Replica", "open_store"]
 
 
-def open_store(url: str) -> ClusterStore:
+def open_store(
+    url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
+) -> ClusterStore:
     """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``), ``file:///DIR`` (one
-    machine's workers) or ``memory:`` (this process only)."""
+    machine's workers) or ``memory:`` (this process only).  ``pool_size`` and
+    ``pool_timeout``: a Redis store's connections (see :mod:`.redis_store`)."""
     if url.startswith(("redis://", "rediss://", "unix://", "valkey://")):
         from gateway.cluster.redis_store import RedisStore  # the optional extra
 
-        return RedisStore(url.replace("valkey://", "redis://", 1))
+        return RedisStore(url.replace("valkey://", "redis://", 1), pool_size, pool_timeout)
     if url.startswith("file://"):
         from gateway.cluster.filestore import FileStore
 

@@ -3,8 +3,11 @@
 A request that belongs to a session or a parked call of another live replica
 is relayed to it (see :mod:`gateway.cluster.relay`); one whose owner is gone
 is answered here, where that session or call is unknown: a 404 for a session,
-"start the call again" for a parked call.  A draining replica takes no new
-work: what is not its own is relayed to a replica that is not draining.
+"start the call again" for a parked call.  One whose owner cannot be looked up
+(the store is down, or busy past its pool's timeout) is neither: the owner may
+be alive, so the request is marked (``OWNER_UNKNOWN``) and the transport answers
+a 503 to send it again, in the client's revision.  A draining replica takes no
+new work: what is not its own is relayed to a replica that is not draining.
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 
 from gateway.bridge.state import StateSealer
+from gateway.cluster.lookups import OwnerLookups
 from gateway.cluster.owner import parked_owner, session_owner, session_prefix
 from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
+from gateway.core import Failure, FailureKind
+from gateway.transport.http import OWNER_UNKNOWN
 
 log = structlog.get_logger(__name__)
 # How long leaving waits for the heartbeat task to end once cancelled.
 LEAVE_GRACE = 2.0
+# What a request refused because the store did not answer says to wait (seconds).
+STORE_RETRY_AFTER = 1
 
 Handler = Callable[[web.Request], Any]
 SESSION_QUERY = "sessionId"
@@ -61,17 +69,42 @@ class ClusterNode:
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
+        self.lookups = OwnerLookups(store)
         self._key = relay_key(state_key)
         self.relay = Relay(self._key, self.id, relay_timeout)
         self._beat: asyncio.Task[None] | None = None
+        self._store_down = False  # logged once until the store answers again
 
     @property
     def session_prefix(self) -> str:
         return session_prefix(self.id)
 
     async def use_once(self, key: str, ttl: float) -> bool:
-        """The sealer's ledger: a requestState is spent once in the whole cluster."""
-        return await self.store.use_once(key, ttl)
+        """The sealer's ledger: a requestState is spent once in the whole cluster.  A
+        store that does not answer (down, or busy past its pool's timeout) refuses
+        the retry with a 503 in the client's revision: the client may send it again."""
+        try:
+            spent = await self.store.use_once(key, ttl)
+        except Exception as exc:
+            self._unreachable(exc)
+            raise _ledger_unavailable() from None
+        self._reachable()
+        return spent
+
+    def _unreachable(self, exc: Exception) -> None:
+        """Said once, not per request, until the store answers again."""
+        if not self._store_down:
+            self._store_down = True
+            log.warning(
+                "cluster store unreachable or busy: retries and requests for other "
+                "replicas refused (503)",
+                error=str(exc) or type(exc).__name__,
+            )
+
+    def _reachable(self) -> None:
+        if self._store_down:
+            self._store_down = False
+            log.info("cluster store answers again: retries and relays accepted")
 
     def results(self, route_key: str) -> RouteResults:
         """Where ``route_key``'s public list results are shared."""
@@ -154,7 +187,9 @@ class ClusterNode:
             return await self._here(request, handler)  # relayed once: never again
         owner, body = await self._owner(request, entry)
         target = await self._target(owner)
-        if target is not None:
+        if isinstance(target, Failure):
+            request[OWNER_UNKNOWN] = target  # the transport words it, in the client's revision
+        elif target is not None:
             relayed = await self.relay.forward(request, body, target.url)
             if relayed is not None:
                 return relayed
@@ -187,17 +222,20 @@ class ClusterNode:
                 owner = parked_owner(body, entry.sealer)
         return owner, body
 
-    async def _target(self, owner: str | None) -> Replica | None:
+    async def _target(self, owner: str | None) -> Replica | Failure | None:
         """Where to relay: the live owner; or, while draining, any live replica that is
-        not for new work.  None: answer here."""
+        not for new work.  None: answer here; a Failure: the owner could not be looked
+        up, answer that (it may be alive: not "gone")."""
         if owner == self.id:
             return None
         if owner is not None:
             try:
-                return await self.store.replica(owner)
+                found = await self.lookups.replica(owner)
             except Exception as exc:
-                log.warning("cluster store unreachable", error=str(exc))
-                return None
+                self._unreachable(exc)
+                return _owner_unknown()
+            self._reachable()
+            return found
         if not self.draining:
             return None
         try:
@@ -205,6 +243,23 @@ class ClusterNode:
         except Exception:
             return None
         return random.choice(others) if others else None
+
+
+def _ledger_unavailable() -> Failure:
+    return _send_again("requestState cannot be checked")
+
+
+def _owner_unknown() -> Failure:
+    return _send_again("the gateway replica that holds this session or call cannot be located")
+
+
+def _send_again(what: str) -> Failure:
+    return Failure(
+        FailureKind.OVERLOADED,
+        f"the cluster store did not answer in time, so {what}; send the same request again",
+        {"retryAfterSeconds": STORE_RETRY_AFTER},
+        headers={"Retry-After": str(STORE_RETRY_AFTER)},
+    )
 
 
 async def _take_body(request: web.Request, limit: int) -> bytes:

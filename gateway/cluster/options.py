@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.cluster.node import ClusterNode
+from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -20,12 +21,15 @@ class ClusterOptions:
     own_port: bool = False
     heartbeat_ttl: float = 10.0
     relay_timeout: float = 300.0
+    # A Redis store's connections at most, and how long a command waits for one.
+    pool_size: int = POOL_SIZE
+    pool_timeout: float = POOL_TIMEOUT
 
     def node(self, state_key: bytes) -> ClusterNode:
         from gateway.cluster import open_store
 
         return ClusterNode(
-            open_store(self.store_url),
+            open_store(self.store_url, self.pool_size, self.pool_timeout),
             state_key,
             heartbeat_ttl=self.heartbeat_ttl,
             relay_timeout=self.relay_timeout,

@@ -2,6 +2,12 @@
 
 Imported only in cluster mode with a ``redis://`` URL: without ``--cluster``
 the ``redis`` client is never imported (it is the optional ``cluster`` extra).
+
+The connections are a waiting pool: past ``pool_size`` commands at once, a command
+waits its turn up to ``pool_timeout`` seconds for a connection,
+then raises redis-py's ``ConnectionError``.  (redis-py's default pool refuses a
+command past its size at once, ``MaxConnectionsError``: a burst of requests that
+each need the store failed beyond it.)
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ import orjson
 import redis.asyncio as aioredis
 
 from gateway.cluster.redis_buckets import RedisBuckets
-from gateway.cluster.store import Replica
+from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
 from gateway.core.jsonrpc import load_object
 from gateway.policy import Limit, Taken
 
 PREFIX = "gw:"
+# How long connecting and each command may take (seconds).
+SOCKET_TIMEOUT = 5.0
 
 
 class RedisStore:
@@ -27,9 +35,18 @@ class RedisStore:
     ``gw:rate:<route digest>:<p|t>:<caller digest>`` (a token bucket: a hash of its
     tokens and when they were counted, expiring once full again)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
+    ) -> None:
         self.url = url
-        self._redis: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=pool_size,
+            timeout=pool_timeout,
+            socket_connect_timeout=SOCKET_TIMEOUT,
+            socket_timeout=SOCKET_TIMEOUT,
+        )
+        self._redis: Any = aioredis.Redis.from_pool(pool)
         self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:")
 
     async def ping(self) -> None:

@@ -32,6 +32,11 @@ from gateway.policy import Limit, LocalBuckets, Taken
 
 # Shared results a memory or directory store keeps at most (oldest dropped first).
 MAX_RESULTS = 1024
+# A Redis store's connections at most, and how long a command waits for one of them
+# to come free (seconds): the defaults of the cluster_pool and cluster_pool_timeout
+# settings.
+POOL_SIZE = 100
+POOL_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core.failure import Failure
+
 
 @dataclass(slots=True)
 class SessionView:
@@ -16,7 +18,6 @@ class SessionView:
     capabilities: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] | None = None
     log_level: str | None = None
-    initialized: bool = False
     # The adapter of the revision the session negotiated, kept with the session
     # from its handshake on (opaque here, as ``ClientContext.adapter``).
     adapter: object = field(default=None, repr=False)
@@ -45,6 +46,10 @@ class Preamble:
     # The revision the message names for itself (a stateless revision's `_meta`), read once
     # when its adapter is selected.
     named_version: str | None = None
+    # Set when the session or parked call the message names belongs to another process
+    # that could not be located just now (a cluster's store did not answer): the failure
+    # to answer, in the message's revision, instead of "not found".
+    owner_unknown: Failure | None = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())

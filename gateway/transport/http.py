@@ -35,6 +35,10 @@ log = structlog.get_logger(__name__)
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 SESSION_QUERY = "sessionId"
+# The request key a middleware (a cluster's) sets when the session or parked call a
+# request names belongs to another process that could not be located: the Failure to
+# answer in the client's revision instead of "not found".
+OWNER_UNKNOWN = "owner_unknown"
 # A call that may run long has its answer stream opened (and primed) once it has run
 # this long (seconds); one answered sooner is sent in one go.
 PRIME_AFTER = 0.05
@@ -201,13 +205,15 @@ class Endpoint:
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """aiohttp's handler: what the lane does not carry comes here."""
-        answer = await self.answer_post(AioPost(request))
+        answer = await self.answer_post(AioPost(request), request.get(OWNER_UNKNOWN))
         if isinstance(answer, WholeAnswer):
             return to_web(answer)
         assert isinstance(answer, web.StreamResponse)
         return answer
 
-    async def answer_post(self, request: PostRequest) -> WholeAnswer | Sink:
+    async def answer_post(
+        self, request: PostRequest, owner_unknown: Failure | None = None
+    ) -> WholeAnswer | Sink:
         """One POST, on whichever server carries it: in through the pipeline, then
         answered (JSON, an SSE stream, or on an HTTP+SSE session's stream)."""
         headers = request.lowered
@@ -219,6 +225,7 @@ class Endpoint:
             transport="sse" if legacy_sse_id is not None else "http",
             peer=request.remote or "",
             session_id=legacy_sse_id or headers.get("mcp-session-id"),
+            owner_unknown=owner_unknown,
         )
         arrival = await self.pipeline.receive(self, request, preamble)
         if arrival is None:
@@ -371,9 +378,7 @@ class Endpoint:
         if headers.get("mcp-session-id") is None:
             return await self._legacy_sse_stream(request, principal)
         if session is None:
-            return self._failure(
-                reporter, Failure(FailureKind.SESSION_NOT_FOUND, "Session not found")
-            )
+            return self._failure(reporter, _not_found(request))
         log = self._log_of(session)
         last = headers.get("last-event-id")
         resumed = log.after(last) if log is not None and last is not None else None
@@ -511,10 +516,7 @@ class Endpoint:
         if headers.get("mcp-session-id") is None:
             return web.Response(status=405 if not self.adapters.handshake else 400)
         if session is None or not self.pipeline.end_session(session.id):
-            return self._failure(
-                self.adapters.default_legacy,
-                Failure(FailureKind.SESSION_NOT_FOUND, "Session not found"),
-            )
+            return self._failure(self.adapters.default_legacy, _not_found(request))
         return web.Response(status=200)
 
     async def close(self) -> None:
@@ -586,6 +588,13 @@ class AioPost:
         stream = _AnswerStream(status=200, headers=headers)
         await stream.prepare(self.request)
         return stream
+
+
+def _not_found(request: web.Request) -> Failure:
+    """A GET or DELETE's session is not here: not found, or (its owner could not be
+    located) what the middleware that marked it says to answer."""
+    failure: Failure | None = request.get(OWNER_UNKNOWN)
+    return failure or Failure(FailureKind.SESSION_NOT_FOUND, "Session not found")
 
 
 def to_web(answer: WholeAnswer) -> web.Response:

@@ -2,7 +2,7 @@
 answer, and its calls.
 
 :class:`Runner` answers the handshake and keeps the session (opened, mirrored
-upstream, ended), settles the client's replies and notifications, and runs each
+upstream, ended), takes the client's replies and notifications, and runs each
 call through the route's forwarder as a task the client's
 ``notifications/cancelled`` can stop: observed, encoded, counted against the
 caller's quota.  A message for a session's standalone stream goes out through
@@ -291,9 +291,8 @@ class Runner:
                     log.info("dropping a reply to no pending request", id=item.id)
             elif isinstance(item, Call) and item.id is None:
                 if item.operation is Operation.INITIALIZED:
-                    if session is not None:
-                        session.view.initialized = True
-                elif item.operation is Operation.CANCELLED:
+                    continue  # the handshake's end: the upstream session has its own
+                if item.operation is Operation.CANCELLED:
                     self.cancel(arrival.running, item.params.get("requestId"))
                 elif self.route.notices.acquire(arrival.principal) is None:
                     self.notices.add(self.spawn(self._notify(arrival, item, send)))
@@ -377,15 +376,9 @@ class Runner:
         if self.route.observers:
             self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)
-        failed = isinstance(outcome, Failure)
-        status = adapter.http_status(outcome) if isinstance(outcome, Failure) else 200
-        if message is not None and "result" in message:
-            status, failed = 200, False
-        return Reply(
-            message,
-            status,
-            dict(outcome.headers) if isinstance(outcome, Failure) and failed else {},
-        )
+        if isinstance(outcome, Failure) and not adapter.failure_is_result(outcome, call.operation):
+            return Reply(message, adapter.http_status(outcome), dict(outcome.headers))
+        return Reply(message, 200, {})
 
     def _observe(
         self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float

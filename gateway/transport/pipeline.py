@@ -120,6 +120,8 @@ class Pipeline(Runner):
         refusal = raw if isinstance(raw, Refusal) else self.parse(preamble, raw)
         if session is not None and session.closed:
             session = preamble.session = None  # ended while its body was arriving
+        if refusal is None and preamble.owner_unknown is not None:
+            refusal = self.worded(preamble, preamble.owner_unknown)  # not "not found"
         if refusal is None and preamble.session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, SESSION_NOT_FOUND)
             refusal = self.refusal(preamble, failure, first_id(preamble.body))
@@ -251,6 +253,13 @@ class Pipeline(Runner):
                 if refused is not None:
                     return Refusal(arrival.adapter, refused, call.id)
         return None
+
+    def worded(self, preamble: Preamble, failure: Failure) -> Refusal:
+        """``failure`` in the revision the parsed message is in (no session here says it)."""
+        adapter = self.adapters.select(preamble)
+        if isinstance(adapter, Failure):
+            return self.refusal(preamble, failure, first_id(preamble.body))
+        return Refusal(adapter, failure, first_id(preamble.body))
 
     def refusal(self, preamble: Preamble, failure: Failure, id_: Any = None) -> Refusal:
         """A failure worded for a message no adapter was picked for yet."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
-from gateway.core.quota import Quota
+from gateway.core.limits import Quota
 from gateway.protocol import AdapterSet
 from gateway.transport.common import CallObserver
 from gateway.transport.guard import OriginGuard

@@ -3,7 +3,7 @@
 Only handshake-era clients have sessions; the stateless revision never gets
 one.  The store is a small interface so several replicas could share a real
 store later; this one lives in memory.  It is bounded per principal and in
-all, with fair shares (:class:`~gateway.core.shares.FairTable`): a caller at its
+all, with fair shares (:class:`~gateway.core.limits.FairTable`): a caller at its
 own bound is refused; when the store is full, the least recently used idle
 session of whoever holds the most (more than the newcomer) is ended to make
 room.
@@ -31,8 +31,8 @@ from gateway.core import (
     SessionView,
     discard_event,
 )
+from gateway.core.limits import FairTable
 from gateway.core.pending import Questions
-from gateway.core.shares import FairTable
 from gateway.transport.outbox import Outbox
 
 log = structlog.get_logger(__name__)

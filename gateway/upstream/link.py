@@ -71,6 +71,7 @@ class UpstreamLink:
             send_timeout=settings.request_timeout,
             redirects=settings.redirect_policy,
             max_connections=settings.max_connections,
+            max_message_size=settings.http_max_message,
         )
         # The carrier modern requests and the probe go through.
         self._primary: Carrier = self._streamable
@@ -84,6 +85,7 @@ class UpstreamLink:
                 route=settings.route,
                 read_timeout=None,  # bounded in all by the route's timeout (Calls)
                 listen_named=listen_named,
+                max_message_size=settings.stdio_max_message,
             )
         self.verdict: Verdict | None = None
         # Told whenever the verdict changes (the backend drops the profile it cached).

@@ -1,7 +1,7 @@
 """Which revision and transport an upstream speaks: the era probe.
 
 As the spec's dual-era client rules say: a modern request first (a modern
-answer, or a modern server's refusal naming the revisions it speaks, settles
+answer, or a modern server's refusal naming the revisions it speaks, decides
 it), then `initialize` over Streamable HTTP, then the HTTP+SSE transport.
 A pinned revision skips the guessing.  Anything that is no evidence of a
 modern server falls back to the handshake; an unreachable upstream is a

@@ -61,7 +61,7 @@ POOL_IDLE = 600.0
 # many upstream connections (each end is a DELETE) and descriptors in one burst.
 ENDING_AT_ONCE = 8
 # How long a new session's first call waits for the session's own stream (seconds).
-LISTEN_SETTLE = 2.0
+LISTEN_OPEN_WAIT = 2.0
 # How long ending a session waits for the cancel notices sent before it (seconds).
 NOTICE_GRACE = 2.0
 
@@ -372,7 +372,7 @@ class SessionPool:
         # something outside a call right away asks it there, and a question sent
         # before the stream is open is lost (server-everything's roots/list is).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(opened.wait(), LISTEN_SETTLE)
+            await asyncio.wait_for(opened.wait(), LISTEN_OPEN_WAIT)
         if carrier.is_session:
             await self.unsolicited.ping_first(session, next(self._calls.ids))
         return session
@@ -419,6 +419,7 @@ class SessionPool:
                 read_timeout=self.settings.request_timeout,
                 redirects=self.settings.redirect_policy,
                 listen_named=listen_named,
+                max_event_size=self.settings.http_max_message,
             )
             await sse.start()
             return sse
@@ -440,6 +441,7 @@ class SessionPool:
             route=settings.route,
             read_timeout=None,  # bounded in all by the route's timeout (Calls)
             listen_named=listen_named,
+            max_message_size=settings.stdio_max_message,
         )
 
     # ---------------------------------------------------------------- calls

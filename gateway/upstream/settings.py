@@ -8,6 +8,8 @@ from typing import Any
 from gateway import __version__
 from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.carriers.redirects import RedirectPolicy
+from gateway.upstream.carriers.stdio import DEFAULT_MAX_MESSAGE as STDIO_MAX_MESSAGE
+from gateway.wire.sse import DEFAULT_MAX_EVENT_SIZE as HTTP_MAX_MESSAGE
 
 GATEWAY_INFO = {"name": "mcp-revision-gateway", "version": __version__}
 # What the gateway declares to a legacy upstream: everything it can relay.
@@ -55,8 +57,21 @@ class UpstreamSettings:
     questions_per_call: int = QUESTIONS_PER_CALL
     # Connections to the upstream open at once (the h1 HTTP/1.1 client refuses past it).
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    # The largest message the upstream may send (an SSE event, a JSON body, a stdio
+    # line); None: each carrier's own bound (16 MiB over HTTP, 32 MiB over stdio).
+    max_message: int | None = None
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
+
+    @property
+    def http_max_message(self) -> int:
+        """The bound on one SSE event or JSON body from the upstream."""
+        return self.max_message if self.max_message is not None else HTTP_MAX_MESSAGE
+
+    @property
+    def stdio_max_message(self) -> int:
+        """The bound on one line of the upstream child's stdout."""
+        return self.max_message if self.max_message is not None else STDIO_MAX_MESSAGE
 
     @property
     def redirect_policy(self) -> RedirectPolicy:

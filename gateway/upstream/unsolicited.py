@@ -41,8 +41,9 @@ HELD_TTL = 300.0
 # A pool holds at most this many questions; more are refused at once (an upstream
 # asking in a loop must not grow a table without bound).
 MAX_HELD = 16
-# How long a new stdio or HTTP+SSE session's settling ping is waited for (seconds).
-SETTLE_TIMEOUT = 2.0
+# How long a new stdio or HTTP+SSE session's first ping (the one that lets what the
+# server sent on `initialized` arrive first) is waited for (seconds).
+FIRST_PING_TIMEOUT = 2.0
 NotificationSink = Callable[[str, Event], Awaitable[None]]
 
 
@@ -115,7 +116,7 @@ class Unsolicited:
         """
         ping = rpc.request(request_id, Operation.PING.value)
         try:
-            async with asyncio.timeout(SETTLE_TIMEOUT):
+            async with asyncio.timeout(FIRST_PING_TIMEOUT):
                 exchange = await session.carrier.request(ping, session.headers)
                 try:
                     async for message in exchange.messages:

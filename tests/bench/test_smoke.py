@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench import idle, scale, size
+from bench import idle, scale, size, store_burst
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,3 +64,11 @@ def test_scale_runs_every_path_at_two_worker_counts(capsys: pytest.CaptureFixtur
             assert row[side]["calls"] > 0 and row[side]["errors"] == 0, row[side]
     assert report["verdict"]["too_small"] in (True, False)
     assert "req/s" in scale.render(report)
+
+
+def test_store_burst_runs_every_path(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(store_burst.main, ["--tiny"], capsys)
+    rows = {row["path"]: row for row in report["rows"]}
+    assert len(rows) == 3 and all(row["burst"] == 20 for row in rows.values())
+    assert all(row["refused"] == 0 and row["ops_per_s"] > 0 for row in rows.values()), rows
+    assert "ops/s" in store_burst.render(report)

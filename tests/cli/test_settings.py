@@ -69,6 +69,16 @@ def test_route_flag_keeps_its_syntax_and_takes_every_option() -> None:
     assert spec.forward_headers == ["x-tenant"]
 
 
+def test_max_message_bounds_every_carrier_or_keeps_their_own() -> None:
+    given = RouteSpec.parse(f"/mcp={UPSTREAM},max_message=1048576").upstream_settings()
+    assert (given.http_max_message, given.stdio_max_message) == (1 << 20, 1 << 20)
+    unset = RouteSpec.parse(f"/mcp={UPSTREAM}").upstream_settings()
+    assert (unset.http_max_message, unset.stdio_max_message) == (16 << 20, 32 << 20)
+    assert "max_message = '100': Input should be greater than or equal to 1024" in refuse(
+        "--route", f"/mcp={UPSTREAM},max_message=100"
+    )
+
+
 def test_serve_flags() -> None:
     data = check(
         "--listen",
@@ -94,6 +104,16 @@ def test_defaults() -> None:
     data = check()
     assert data["listen"] == "127.0.0.1:8080" and data["routes"] == []
     assert (data["log_format"], data["log_level"]) == ("json", "info")
+
+
+def test_cluster_pool_defaults_are_the_stores_own() -> None:
+    from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT
+
+    data = check()
+    assert (data["cluster_pool"], data["cluster_pool_timeout"]) == (POOL_SIZE, POOL_TIMEOUT)
+    data = check("--cluster-pool", "7", env={"GATEWAY_CLUSTER_POOL_TIMEOUT": "0.5"})
+    assert (data["cluster_pool"], data["cluster_pool_timeout"]) == (7, 0.5)
+    assert "cluster_pool = 0" in refuse("--cluster-pool", "0")
 
 
 # ------------------------------------------------------------- precedence

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +85,10 @@ class Cluster:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.lb_port}/mcp"
 
-    def start(self, replica: Replica) -> None:
+    def start(
+        self, replica: Replica, args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> None:
+        """``replica`` started (``args``: more `serve` flags; ``env``: more variables)."""
         self.starts += 1
         replica.log_path = self.tmp / f"gateway-{replica.port}-{self.starts}.log"
         argv = [
@@ -97,8 +100,14 @@ class Cluster:
                 for arg in ("--route", route)
             ),
             *("--cluster", self.redis_url, "--drain-timeout", "5"),
+            *args,
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "GATEWAY_STATE_KEY": STATE_KEY}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "GATEWAY_STATE_KEY": STATE_KEY,
+            **(env or {}),
+        }
         with open(replica.log_path, "wb") as log:
             replica.process = subprocess.Popen(
                 argv,

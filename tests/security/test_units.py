@@ -21,8 +21,7 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
-from gateway.core.limits import DescriptorBudget
-from gateway.core.quota import Quota
+from gateway.core.limits import DescriptorBudget, Quota
 from gateway.observability import MAX_LOG_FIELD, Metrics, truncate_fields
 from gateway.protocol.selection import AdapterSet
 from gateway.transport.guard import OriginGuard

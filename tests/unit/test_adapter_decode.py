@@ -49,7 +49,6 @@ def session(version: str) -> SessionView:
         capabilities=dict(SESSION_CAPS),
         info={"name": "legacy-client", "version": "0.1"},
         log_level="info",
-        initialized=True,
     )
 
 

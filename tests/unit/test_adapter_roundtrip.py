@@ -50,7 +50,6 @@ def session(version: str) -> SessionView:
         protocol_version=version,
         capabilities=dict(CAPS),
         info=dict(INFO),
-        initialized=True,
     )
 
 

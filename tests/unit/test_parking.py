@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from gateway.bridge.forwarder import Forwarder
-from gateway.bridge.parking import ParkingTable
-from gateway.bridge.rounds import ParkedCall, Phase
+from gateway.bridge.rounds import ParkedCall, ParkingTable, Phase
 from gateway.core import (
     Answer,
     Ask,

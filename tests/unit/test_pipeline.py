@@ -186,6 +186,34 @@ async def test_an_unknown_session_is_refused_once_the_body_is_read() -> None:
     assert door.asked == ["credentials", "read"]
 
 
+async def test_a_session_whose_owner_cannot_be_located_gets_that_not_not_found() -> None:
+    """A cluster middleware's mark (the session's replica could not be looked up): its
+    failure, in the revision the message's header names, before any decode."""
+    busy = Failure(FailureKind.OVERLOADED, "send it again", headers={"Retry-After": "1"})
+    door = FakeDoor(body=body(PING))
+    preamble = envelope(session_id="other.x", **{"mcp-protocol-version": "2025-11-25"})
+    preamble.owner_unknown = busy
+    refused = await pipeline().receive(door, "request", preamble)
+    assert isinstance(refused, Refusal)
+    assert refused.failure is busy
+    assert refused.adapter.version == "2025-11-25"
+    assert refused.id == 2
+    assert door.asked == ["credentials", "read"]
+
+
+async def test_a_retry_whose_call_holder_cannot_be_located_gets_that_in_its_revision() -> None:
+    busy = Failure(FailureKind.OVERLOADED, "send it again")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    message = {"jsonrpc": "2.0", "id": "r", "method": "tools/call", "params": {"_meta": meta}}
+    preamble = envelope()
+    preamble.owner_unknown = busy
+    refused = await pipeline().receive(FakeDoor(body=body(message)), "request", preamble)
+    assert isinstance(refused, Refusal)
+    assert refused.adapter.version == "2026-07-28"
+    assert refused.message()["error"]["code"] == -32000
+    assert refused.adapter.http_status(refused.failure) == 503
+
+
 async def test_the_doors_vet_refuses_in_the_picked_adapters_words() -> None:
     failure = Failure(FailureKind.INVALID_REQUEST, "a header is missing")
     door = FakeDoor(body=body(INITIALIZE), vet=failure)

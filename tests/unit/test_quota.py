@@ -4,7 +4,7 @@ either, refused (never by evicting anyone else's)."""
 from __future__ import annotations
 
 from gateway.core import FailureKind
-from gateway.core.quota import Quota
+from gateway.core.limits import Quota
 
 
 def test_a_principal_at_its_own_bound_is_refused_and_told_which_quota() -> None:

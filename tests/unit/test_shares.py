@@ -4,7 +4,7 @@ to a newcomer that holds less, and nobody gives way to a caller at its own bound
 from __future__ import annotations
 
 from gateway.core import FailureKind
-from gateway.core.shares import FairTable
+from gateway.core.limits import FairTable
 
 
 class Entries:

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from gateway.upstream.carriers import stdio as stdio_module
 from gateway.upstream.carriers.base import CarrierError, Message, Reply
 from gateway.upstream.carriers.stdio import StdioCarrier
-from gateway.wire.lines import Oversized, encode_line, iter_lines
+from gateway.wire.lines import HEAD, Oversized, encode_line, iter_lines, response_id
 
 # One fake server, its behaviour picked per request by method (and per process by argv[1]).
 SERVER = textwrap.dedent(
@@ -84,6 +84,12 @@ SERVER = textwrap.dedent(
         elif method == "big":
             out({"jsonrpc": "2.0", "id": rid, "result": {"blob": "y" * params["size"],
                  "echo": params.get("text")}})
+        elif method == "big-late-id":  # the id after the result: unknown from the head
+            out({"result": {"blob": "y" * params["size"]}, "jsonrpc": "2.0", "id": rid})
+        elif method == "big-ask":  # a large request of the server's, with the same id
+            out({"jsonrpc": "2.0", "id": rid, "method": "sampling/createMessage",
+                 "params": {"blob": "y" * params["size"]}})
+            out({"jsonrpc": "2.0", "id": rid, "result": {"after": "ask"}})
         elif method == "spawn":
             grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
             out({"jsonrpc": "2.0", "id": rid,
@@ -195,9 +201,10 @@ async def _lines(data: bytes, max_line: int, *, truncate: bool = False) -> list[
 async def test_iter_lines_splits_and_bounds() -> None:
     assert await _lines(b"a\nbb\n\nccc", 10) == [b"a", b"bb", b"", b"ccc"]
     big = b"x" * 200_000
-    assert await _lines(b"a\n" + big + b"\nb\n", 100) == [b"a", Oversized(200_000), b"b"]
+    head = big[:HEAD]  # what is kept of a dropped line
+    assert await _lines(b"a\n" + big + b"\nb\n", 100) == [b"a", Oversized(200_000, head), b"b"]
     assert await _lines(b"a\n" + big + b"\nb\n", 100, truncate=True) == [b"a", b"x" * 100, b"b"]
-    assert await _lines(big, 100) == [Oversized(200_000)]
+    assert await _lines(big, 100) == [Oversized(200_000, head)]
     # A line longer than one read chunk but within the limit arrives whole.
     assert await _lines(big + b"\n", 300_000) == [big]
 
@@ -320,17 +327,60 @@ async def test_large_messages_both_ways(make: Factory) -> None:
     assert messages[-1]["result"]["echo"] == text
 
 
-async def test_oversized_line_is_skipped(make: Factory) -> None:
+async def test_an_oversized_answer_fails_its_request_at_once(make: Factory) -> None:
     carrier = make(max_message_size=64 * 1024)
     await carrier.start()
     with capture_logs() as logs:
-        exchange = await carrier.request(req(1, "big", size=200_000), {})
+        waiting = await carrier.request(req(7, "hang"), {})
+        with pytest.raises(CarrierError, match="exceeds the route's bound of 65536 bytes"):
+            await call(carrier, req(1, "big", size=200_000))
+    dropped = [e for e in logs if e["event"] == "dropping a stdout line over the size limit"]
+    assert [(e["answers"], e["limit"]) for e in dropped] == [(1, 64 * 1024)]
+    # Only that request: the one beside it still waits, the channel still answers.
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await anext(waiting.messages)
+    assert (await call(carrier, req(2, "ok")))[-1]["id"] == 2
+    await waiting.aclose()
+
+
+async def test_an_oversized_line_that_names_no_answer_is_only_dropped(make: Factory) -> None:
+    carrier = make(max_message_size=64 * 1024)
+    await carrier.start()
+    with capture_logs() as logs:
+        exchange = await carrier.request(req(1, "big-late-id", size=200_000), {})
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.5):  # the answer was dropped: the caller's timeout
+            async with asyncio.timeout(0.5):  # unknown whose answer: the caller's deadline
                 await anext(exchange.messages)
         await exchange.aclose()
-    assert any(e["event"] == "dropping a stdout line over the size limit" for e in logs)
-    assert (await call(carrier, req(2, "ok")))[-1]["id"] == 2
+        # A large request of the server's that reuses a request's id is not its answer.
+        messages = await call(carrier, req(3, "big-ask", size=200_000))
+    assert messages[-1] == {"jsonrpc": "2.0", "id": 3, "result": {"after": "ask"}}
+    dropped = [e for e in logs if e["event"] == "dropping a stdout line over the size limit"]
+    assert [e["answers"] for e in dropped] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":12,"result":{"content":[', 12),
+        (b' { "jsonrpc" : "2.0" , "id" : "a\\"b" , "error" : {"code":', 'a"b'),
+        (b'{"id":3,"jsonrpc":"2.0","result":"xxxx', 3),
+        (b'{"jsonrpc":"2.0","id":12', None),  # the id may go on: 123...
+        (b'{"jsonrpc":"2.0","id":1', None),
+        (b'{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{', None),
+        (b'{"result":{"id":4},"jsonrpc":"2.0","id":5}', None),
+        (b'{"jsonrpc":"2.0","meta":{"id":4},"id":5,"result":{}}', None),
+        (b'{"jsonrpc":"2.0","id":null,"error":{}}', None),
+        (b'{"jsonrpc":"2.0","id":1.5,"result":{}}', None),
+        (b'{"jsonrpc":"2.0","id":true,"result":{}}', None),
+        (b'[{"jsonrpc":"2.0","id":1,"result":{}}', None),  # a batch: not read
+        (b"", None),
+        (b"not json", None),
+    ],
+)
+def test_response_id_reads_only_what_the_head_shows(head: bytes, expected: object) -> None:
+    assert response_id(head) == expected
 
 
 # ------------------------------------------------------------------ failures

@@ -411,11 +411,16 @@ class AdapterServerRole(Projection):
         lines.append(f"{STATE_ARGUMENT}: {outcome.state or ''}")
         return {"content": [{"type": "text", "text": "\n".join(lines)}], "isError": False}
 
+    @staticmethod
+    def failure_is_result(failure: Failure, operation: Operation | None) -> bool:
+        """Argument failures are results: the model asked, and deserves to be told
+        (so they travel as a tool result, with HTTP 200 and no failure headers)."""
+        return failure.kind is FailureKind.INVALID_ARGUMENTS and operation is Operation.TOOLS_CALL
+
     def encode_failure(
         self, id_: Any, failure: Failure, operation: Operation | None = None
     ) -> Message:
-        if failure.kind is FailureKind.INVALID_ARGUMENTS and operation is Operation.TOOLS_CALL:
-            # Argument failures are results: the model asked, and deserves to be told.
+        if self.failure_is_result(failure, operation):
             text = {"type": "text", "text": failure.message}
             return rpc.result(id_, self.project_result_fields({"content": [text], "isError": True}))
         data = failure.data

@@ -221,6 +221,17 @@ class Demux:
         calls = [q for k, q in self.waiters.items() if k not in self.listens]
         return calls[0] if len(calls) == 1 else None
 
+    def fail(self, key: Any, error: CarrierError) -> bool:
+        """End the request ``key`` with ``error`` (its answer could not be read);
+        False when no request with that id is in flight."""
+        queue = self.waiters.pop(key, None) if is_id(key) else None
+        if queue is None:
+            return False
+        self._drop_token(key)
+        self.listens.discard(key)
+        queue.close(error)
+        return True
+
     def shutdown(self, error: CarrierError) -> None:
         """Fail every request in flight with ``error``; end the unsolicited queue."""
         if self.closed:

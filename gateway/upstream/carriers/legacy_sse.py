@@ -140,12 +140,6 @@ class LegacySseCarrier(Carrier):
         self._generation = 0
 
     @property
-    def endpoint_url(self) -> str | None:
-        """Where messages are POSTed, once the upstream has said so."""
-        conn = self._conn
-        return str(conn.endpoint) if conn is not None and conn.endpoint is not None else None
-
-    @property
     def is_open(self) -> bool:
         conn = self._conn
         return conn is not None and not conn.closed and conn.endpoint is not None

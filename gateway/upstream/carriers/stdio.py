@@ -36,7 +36,7 @@ import structlog
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
 from gateway.upstream.carriers.demux import Demux, DropOldestQueue, ListenNamer, no_listen
-from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
+from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines, response_id
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
 DEFAULT_MAX_STDERR_LINE = 8 * 1024
@@ -379,11 +379,7 @@ class StdioCarrier(Carrier):
         try:
             async for line in iter_lines(child.proc.stdout.read, self._max_message_size):
                 if isinstance(line, Oversized):
-                    child.log.warning(
-                        "dropping a stdout line over the size limit",
-                        size=line.size,
-                        limit=self._max_message_size,
-                    )
+                    self._dropped(child, line)
                     continue
                 if not line.strip():
                     continue
@@ -410,6 +406,23 @@ class StdioCarrier(Carrier):
                         )
         except Exception:  # a bug here must not leave requests hanging: the watcher fails them
             child.log.exception("the stdio reader failed")
+
+    def _dropped(self, child: _Child, line: Oversized) -> None:
+        """A stdout line over the bound is dropped; when it begins as the answer to a
+        request in flight, that request fails now instead of waiting out its deadline."""
+        key = response_id(line.head)
+        child.log.warning(
+            "dropping a stdout line over the size limit",
+            size=line.size,
+            limit=self._max_message_size,
+            answers=key,
+        )
+        error = CarrierError(
+            f"the upstream's answer ({line.size} bytes) exceeds the route's bound of"
+            f" {self._max_message_size} bytes (route option max_message)"
+        )
+        if key is not None:
+            child.demux.fail(key, error)
 
     async def _read_stderr(self, child: _Child) -> None:
         assert child.proc.stderr is not None

@@ -2,6 +2,10 @@
 // Must not import any npm package: it is used by peers built on different SDKs.
 import { readFileSync } from 'node:fs';
 
+// stdout carries one JSON report and nothing else (CONTRACT.md): whatever an SDK logs
+// with console.log/info/debug (its warnings, among them) goes to stderr instead.
+for (const name of ['log', 'info', 'debug']) console[name] = (...a) => console.error(...a);
+
 /** Parse `--flag value` / `--flag=value` argv into an object (values are strings). */
 export function parseArgs(argv, defaults = {}) {
   const out = { ...defaults };
