@@ -15,7 +15,6 @@ import importlib
 import json
 import os
 import secrets
-import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -32,9 +31,10 @@ from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, ClientContext, Exchange, Failure, FailureKind, Operation, Value
+from gateway.core import Failure
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
+from gateway.probe_report import as_text, probe_upstream
 from gateway.protocol import AdapterSet
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
@@ -52,7 +52,7 @@ from gateway.settings import (
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import DEFAULT_MAX_BATCH, Route
 from gateway.transport.stdio import run_stdio
-from gateway.upstream.link import UpstreamLink, UpstreamSettings, Verdict
+from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 app = typer.Typer(
@@ -69,8 +69,6 @@ app = typer.Typer(
 )
 
 USAGE_ERROR = 2
-# Pagination guard for `probe`: a server that never stops paging is reported, not followed.
-MAX_PAGES = 1000
 
 
 def _fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
@@ -298,6 +296,11 @@ def serve(
         "rate_fallback": _choice("--rate-fallback", rate_fallback, FALLBACKS),
     }
     settings, gateway = _checked(flags)
+    _start(settings, gateway, check_config=check_config)
+
+
+def _start(settings: Settings, gateway: Gateway, *, check_config: bool) -> None:
+    """Print the effective settings (--check-config), or serve: here, or in workers."""
     if check_config:
         typer.echo(_describe_settings(settings))
         return
@@ -371,9 +374,6 @@ def _describe_settings(settings: Settings) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
 
 
-# How `probe` names the transport it found.
-TRANSPORT_NAMES = {"http": "streamable-http", "sse": "http+sse", "stdio": "stdio"}
-
 # Options `probe` and `stdio` share: how to reach and name the upstream.
 VersionOption = Annotated[
     str | None,
@@ -426,7 +426,7 @@ def probe(
         probe_timeout=min(timeout, 10.0),
     )
     try:
-        report = asyncio.run(_probe(settings, adapters, headers))
+        report = asyncio.run(probe_upstream(settings, adapters, headers))
     except Failure as failure:
         raise _fail(f"probe of {upstream} failed: {failure.message}", 1) from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -434,7 +434,7 @@ def probe(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
-        typer.echo(_human(report))
+        typer.echo(as_text(report))
 
 
 def _upstream_spec(upstream: str, version: str | None, transport: str, timeout: float) -> RouteSpec:
@@ -523,93 +523,6 @@ def _env_headers(specs: list[str]) -> dict[str, str]:
             raise SettingsError(f"--header {spec!r}: environment variable {variable} is not set")
         headers[name] = os.environ[variable]
     return headers
-
-
-async def _probe(
-    settings: UpstreamSettings, adapters: AdapterSet, headers: dict[str, str]
-) -> dict[str, Any]:
-    async with aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=None), headers=headers
-    ) as http:
-        link = UpstreamLink(settings, adapters, http)
-        try:
-            verdict = await link.ensure("anonymous", {})
-            return {
-                "upstream": settings.url or shlex.join(settings.command or []),
-                "era": "legacy" if verdict.adapter.has_handshake else "modern",
-                "revision": verdict.adapter.version,
-                "transport": TRANSPORT_NAMES.get(verdict.transport, verdict.transport),
-                "supported_revisions": list(verdict.profile.versions),
-                "server_info": verdict.profile.info,
-                "capabilities": verdict.profile.capabilities,
-                "instructions": verdict.profile.instructions,
-                "counts": await _counts(link, verdict),
-            }
-        finally:
-            await link.close()
-
-
-# What `probe` counts: (list operation, capability that declares it, result key).
-LISTS = {
-    "tools": (Operation.TOOLS_LIST, "tools", "tools"),
-    "resources": (Operation.RESOURCES_LIST, "resources", "resources"),
-    "resource_templates": (Operation.RESOURCES_TEMPLATES_LIST, "resources", "resourceTemplates"),
-    "prompts": (Operation.PROMPTS_LIST, "prompts", "prompts"),
-}
-
-
-async def _counts(link: UpstreamLink, verdict: Verdict) -> dict[str, int | None]:
-    """How many of each the upstream lists, every page followed (None: it declares
-    no such capability)."""
-    counts: dict[str, int | None] = {}
-    client = ClientContext(
-        protocol_version=verdict.adapter.version,
-        info={"name": "gateway-probe", "version": __version__},
-    )
-    for name, (operation, capability, key) in LISTS.items():
-        if capability not in verdict.profile.capabilities:
-            counts[name] = None
-            continue
-        total, cursor = 0, None
-        for page in range(1, MAX_PAGES + 1):
-            params: dict[str, Any] = {"cursor": cursor} if cursor is not None else {}
-            call = Call(
-                id=page, operation=operation, method=operation.value, params=params, client=client
-            )
-            outcome = await link.execute(
-                call, Exchange(call=call, route="probe", profile=verdict.profile)
-            )
-            if isinstance(outcome, Failure):
-                raise outcome
-            if not isinstance(outcome, Value):
-                raise Failure(FailureKind.UPSTREAM_PROTOCOL, f"{operation.value} asked for input")
-            items = outcome.result.get(key)
-            total += len(items) if isinstance(items, list) else 0
-            cursor = outcome.result.get("nextCursor")
-            if not cursor:
-                break
-        counts[name] = total
-    return counts
-
-
-def _human(report: dict[str, Any]) -> str:
-    info = report["server_info"] or {}
-    name = info.get("name", "?")
-    server_version = info.get("version", "?")
-    counts = report["counts"]
-    lines = [
-        f"upstream:            {report['upstream']}",
-        f"era:                 {report['era']}",
-        f"revision:            {report['revision']}",
-        f"transport:           {report['transport']}",
-        f"supported revisions: {', '.join(report['supported_revisions']) or '-'}",
-        f"server:              {name} {server_version}",
-        f"capabilities:        {', '.join(sorted(report['capabilities'])) or '-'}",
-    ]
-    for key, value in counts.items():
-        label = key.replace("_", " ") + ":"
-        lines.append(f"{label:<21}{'-' if value is None else value}")
-    return "\n".join(lines)
 
 
 @app.command()

@@ -4,10 +4,7 @@ and ask for input with `input_required` results instead."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from gateway.core import (
@@ -39,6 +36,7 @@ from gateway.protocol.adapter import (
     runs_tool_tasks,
 )
 from gateway.protocol.models import LOG_LEVELS
+from gateway.protocol.param_headers import SAFE_INTEGER, param_header_mismatch, param_paths
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 
 PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -415,22 +413,8 @@ class Adapter2026_07_28(Adapter2025_11_25):
     ) -> Failure | None:
         if headers is None:
             return None
-        for path, name in declared.items():
-            value: Any = arguments  # not an object: no value at any path
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            header = headers.get(name.lower())
-            where = "arguments." + ".".join(path)
-            if header is None:
-                if _mirrored(value):
-                    return _mismatch(f"the Mcp-Param-{name} header is required ({where} is set)")
-                continue
-            text = _strict_header_value(header)
-            if text is None:
-                return _mismatch(f"Mcp-Param-{name} is not a valid header value")
-            if not _mirrored(value) or not _same_value(text, value):
-                return _mismatch(f"Mcp-Param-{name} does not match {where}")
-        return None
+        wrong = param_header_mismatch(declared, arguments, headers)
+        return _mismatch(wrong) if wrong is not None else None
 
     # ---------------------------------------------------------------- client
 
@@ -527,7 +511,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         hit = _PATHS.get(id(tool))
         if hit is not None and hit[0] is tool:
             return hit[1]
-        paths = _param_paths(tool)
+        paths = param_paths(tool)
         if len(_PATHS) >= _PATHS_KEPT:
             _PATHS.clear()
         _PATHS[id(tool)] = (tool, paths)  # the tool is kept: its id stays its own
@@ -544,7 +528,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
                 value = value.get(key) if isinstance(value, dict) else None
             if isinstance(value, bool):
                 text = "true" if value else "false"
-            elif isinstance(value, int) and abs(value) <= _SAFE_INTEGER:
+            elif isinstance(value, int) and abs(value) <= SAFE_INTEGER:
                 text = str(value)
             elif isinstance(value, str):
                 text = value
@@ -580,79 +564,9 @@ def _listen_filter(interest: Interest) -> dict[str, Any]:
     return out
 
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_SAFE_INTEGER = 2**53 - 1
-
-
 # Each listed tool's header parameters, by the tool's id (the tool kept with them).
 _PATHS: dict[int, tuple[dict[str, Any], dict[tuple[str, ...], str] | None]] = {}
 _PATHS_KEPT = 1024
-
-
-def _param_paths(tool: dict[str, Any]) -> dict[tuple[str, ...], str] | None:
-    paths: dict[tuple[str, ...], str] = {}
-    seen: set[str] = set()
-    for path, prop in _annotations(tool.get("inputSchema") or {}):
-        name = prop.get("x-mcp-header")
-        if path is None or not path or not isinstance(name, str) or not _TOKEN.match(name):
-            return None
-        if name.lower() in seen or prop.get("type") not in ("string", "integer", "boolean"):
-            return None
-        seen.add(name.lower())
-        paths[path] = name
-    return paths
-
-
-def _annotations(
-    schema: Any, path: tuple[str, ...] | None = ()
-) -> Iterator[tuple[tuple[str, ...] | None, Any]]:
-    """Every `x-mcp-header` anywhere in a schema, with its path if that path is a
-    chain of `properties` keys from the root (None otherwise)."""
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            if key == "x-mcp-header":
-                yield path, schema
-            elif key == "properties" and isinstance(value, dict) and path is not None:
-                for name, sub in value.items():
-                    yield from _annotations(sub, (*path, name))
-            else:
-                yield from _annotations(value, None)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from _annotations(item, None)
-
-
-def _mirrored(value: Any) -> bool:
-    """An argument value a client mirrors into its header (absent and null are not)."""
-    return isinstance(value, str | bool) or (
-        isinstance(value, int | float) and float(value).is_integer()
-    )
-
-
-def _strict_header_value(header: str) -> str | None:
-    """A header's value, decoded when wrapped; None when it holds characters a header
-    may not (RFC 9110: visible ASCII, space, tab) or the Base64 is malformed."""
-    value = header.strip(" \t")
-    if any(not (0x20 <= ord(c) <= 0x7E or c == "\t") for c in value):
-        return None
-    if not (value.startswith("=?base64?") and value.endswith("?=")) or len(value) < 11:
-        return value
-    try:
-        return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-
-
-def _same_value(text: str, value: Any) -> bool:
-    """A decoded header against its argument: integers compare as numbers."""
-    if isinstance(value, bool):
-        return text == ("true" if value else "false")
-    if isinstance(value, int | float):
-        try:
-            return float(text) == float(value)
-        except ValueError:
-            return False
-    return isinstance(value, str) and text == value
 
 
 def _mismatch(message: str) -> Failure:
