@@ -392,25 +392,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     mirrors_params = True
 
-    def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
-    ) -> Failure | None:
-        """Each `Mcp-Param-{Name}` the tool declares: present exactly when its argument
-        has a value, well-formed (visible ASCII, or valid `=?base64?...?=`), and equal
-        to that value once decoded.  ``headers`` None: a transport without them."""
-        if headers is None:
-            return None
-        paths = self.client_param_paths(tool)
-        if not paths:
-            return None  # nothing declared (or a tool whose annotations break the rules)
-        return self.check_declared_headers(paths, arguments, headers)
-
     def check_declared_headers(
         self,
         declared: dict[tuple[str, ...], str],
         arguments: Any,
         headers: Mapping[str, str] | None,
     ) -> Failure | None:
+        """Each `Mcp-Param-{Name}` the tool declares: present exactly when its argument
+        has a value, well-formed (visible ASCII, or valid `=?base64?...?=`), and equal
+        to that value once decoded.  ``headers`` None: a transport without them."""
         if headers is None:
             return None
         wrong = param_header_mismatch(declared, arguments, headers)

@@ -5,11 +5,12 @@ Parameters"): which tool parameters a tool declares for mirroring, the
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from gateway.core import FailureKind, Preamble
+from gateway.core import Failure, FailureKind, Preamble
 from gateway.protocol import AdapterSet, v2026_07_28
 
 MODERN = AdapterSet.default().by_version["2026-07-28"]
@@ -137,9 +138,17 @@ def post(headers: dict[str, str], transport: str = "http", method: str = "POST")
     )
 
 
+def check_param_headers(
+    tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
+) -> Failure | None:
+    """The check the forwarder makes: the tool's declared header parameters (none when
+    its annotations break the rules) against the call."""
+    return MODERN.check_declared_headers(MODERN.client_param_paths(tool) or {}, arguments, headers)
+
+
 def check(arguments: Any, headers: dict[str, str], schema: dict[str, Any] = SQL) -> str | None:
     """The server's verdict: None, or the mismatch's message."""
-    failure = MODERN.check_param_headers(
+    failure = check_param_headers(
         copy.deepcopy(schema), arguments, MODERN.param_headers_of(post(headers))
     )
     if failure is None:
@@ -214,7 +223,7 @@ def test_only_streamable_http_posts_carry_parameter_headers() -> None:
         post({}, method="GET"),
     ):
         assert MODERN.param_headers_of(preamble) is None  # the headers are not read there
-        assert MODERN.check_param_headers(copy.deepcopy(SQL), arguments, None) is None
+        assert check_param_headers(copy.deepcopy(SQL), arguments, None) is None
     # A tool that declares nothing, or breaks the rules, expects nothing.
     assert check(arguments, {}, tool({})) is None
     assert check(arguments, {}, tool({"region": header("Region", "number")})) is None

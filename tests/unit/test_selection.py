@@ -404,10 +404,19 @@ TOOL = {
 }
 
 
+def check_param_headers(
+    adapter: Any, tool: dict[str, Any], arguments: Any, headers: dict[str, str] | None
+) -> Any:
+    """The check the forwarder makes: the tool's declared header parameters (none when
+    its annotations break the rules) against the call."""
+    declared = adapter.client_param_paths(tool) or {}
+    return adapter.check_declared_headers(declared, arguments, headers)
+
+
 def param_check(arguments: Any, headers: dict[str, str], transport: str = "http") -> Any:
     preamble = http(None, {k.lower(): v for k, v in headers.items()}, transport=transport)
     adapter = SET.by_version[MODERN]
-    return adapter.check_param_headers(TOOL, arguments, adapter.param_headers_of(preamble))
+    return check_param_headers(adapter, TOOL, arguments, adapter.param_headers_of(preamble))
 
 
 @pytest.mark.parametrize(
@@ -464,10 +473,10 @@ def test_param_headers_only_on_2026_streamable_http() -> None:
     for version in LEGACY:
         adapter = SET.by_version[version]
         assert not adapter.mirrors_params
-        assert adapter.check_param_headers(TOOL, {"region": "x"}, {}) is None
+        assert check_param_headers(adapter, TOOL, {"region": "x"}, {}) is None
     # A tool whose annotations break the rules declares nothing to check.
     broken = {"inputSchema": {"properties": {"a": {"type": "array", "x-mcp-header": "A"}}}}
-    assert SET.by_version[MODERN].check_param_headers(broken, {"a": [1]}, {}) is None
+    assert check_param_headers(SET.by_version[MODERN], broken, {"a": [1]}, {}) is None
 
 
 def test_a_set_needs_an_adapter_and_only_known_revisions() -> None:

@@ -540,21 +540,15 @@ class AdapterServerRole(Projection):
         prefix = len("mcp-param-")
         return {k[prefix:]: v for k, v in preamble.headers.items() if k.startswith("mcp-param-")}
 
-    def check_param_headers(
-        self, tool: dict[str, Any], arguments: Any, headers: Mapping[str, str] | None
-    ) -> Failure | None:
-        """A tools/call's `Mcp-Param-*` headers against the called tool's declared
-        header parameters and the body's arguments: none before the stateless era."""
-        return None
-
     def check_declared_headers(
         self,
         declared: dict[tuple[str, ...], str],
         arguments: Any,
         headers: Mapping[str, str] | None,
     ) -> Failure | None:
-        """The same check against header parameters already read from the tool (its
-        `x-mcp-header` paths, :meth:`client_param_paths`)."""
+        """A tools/call's `Mcp-Param-*` headers against the header parameters the called
+        tool declares (its `x-mcp-header` paths, :meth:`client_param_paths`) and the
+        body's arguments: none before the stateless era."""
         return None
 
     # ---- the handshake, answered by the gateway itself

@@ -185,14 +185,12 @@ class Demux:
         """Put one message where it belongs (the rules in the module docstring)."""
         if is_response(message):
             key = message["id"]
-            queue = self.waiters.pop(key, None) if is_id(key) else None
+            queue = self._take(key)
             if queue is None:
                 self.log.info(
                     f"dropping a response ({self.what}) to no request in flight: id={key!r}"
                 )
                 return
-            self._drop_token(key)
-            self.listens.discard(key)
             queue.put(message)
             queue.close()  # the response ends its exchange
             return
@@ -224,13 +222,19 @@ class Demux:
     def fail(self, key: Any, error: CarrierError) -> bool:
         """End the request ``key`` with ``error`` (its answer could not be read);
         False when no request with that id is in flight."""
-        queue = self.waiters.pop(key, None) if is_id(key) else None
+        queue = self._take(key)
         if queue is None:
             return False
-        self._drop_token(key)
-        self.listens.discard(key)
         queue.close(error)
         return True
+
+    def _take(self, key: Any) -> DropOldestQueue | None:
+        """The queue of request ``key``, no longer waited on (None: none in flight)."""
+        queue = self.waiters.pop(key, None) if is_id(key) else None
+        if queue is not None:
+            self._drop_token(key)
+            self.listens.discard(key)
+        return queue
 
     def shutdown(self, error: CarrierError) -> None:
         """Fail every request in flight with ``error``; end the unsolicited queue."""
