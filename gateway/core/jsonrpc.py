@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 
 Message = dict[str, Any]
+_DECODER = json.JSONDecoder()
+_SPACE = " \t\n\r"
 
 
 def loads(data: bytes | str) -> Any:
@@ -77,3 +80,45 @@ def error(id_: str | int | None, code: int, message: str, data: Any = None) -> M
 def valid_id(value: Any) -> bool:
     """JSON-RPC ids MCP accepts: strings and integers (never null, bool or float)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def response_id(head: bytes) -> str | int | None:
+    """The id of the response a JSON line begins with, when its beginning says so:
+    a top-level ``"id"`` before ``"result"`` or ``"error"``, with no ``"method"`` (a
+    request of the server's, whose id is in the server's numbering) and no nested
+    value before them.  None when the head does not show all that."""
+    text = head.decode("utf-8", errors="ignore")
+    pos = _skip(text, 0)
+    if text[pos : pos + 1] != "{":
+        return None
+    found: Any = None
+    while True:
+        try:
+            key, pos = _DECODER.raw_decode(text, _skip(text, pos + 1))
+        except ValueError:
+            return None
+        pos = _skip(text, pos)
+        if not isinstance(key, str) or text[pos : pos + 1] != ":":
+            return None
+        if key in ("result", "error"):
+            return found if valid_id(found) else None
+        if key == "method":
+            return None
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] in ("{", "["):
+            return None  # nested: where it ends is past what can be read here
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            return None
+        pos = _skip(text, pos)
+        if text[pos : pos + 1] != ",":  # also: a value the head cut short
+            return None
+        if key == "id":
+            found = value
+
+
+def _skip(text: str, pos: int) -> int:
+    while text[pos : pos + 1] and text[pos] in _SPACE:
+        pos += 1
+    return pos

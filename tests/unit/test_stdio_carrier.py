@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.core.jsonrpc import response_id
 from gateway.upstream.carriers import stdio as stdio_module
 from gateway.upstream.carriers.base import CarrierError, Message, Reply
 from gateway.upstream.carriers.stdio import StdioCarrier
-from gateway.wire.lines import HEAD, Oversized, encode_line, iter_lines, response_id
+from gateway.wire.lines import HEAD, Oversized, encode_line, iter_lines
 
 # One fake server, its behaviour picked per request by method (and per process by argv[1]).
 SERVER = textwrap.dedent(

@@ -33,10 +33,11 @@ from typing import Any
 import orjson
 import structlog
 
+from gateway.core.jsonrpc import response_id
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
 from gateway.upstream.carriers.demux import Demux, DropOldestQueue, ListenNamer, no_listen
-from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines, response_id
+from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
 DEFAULT_MAX_STDERR_LINE = 8 * 1024
