@@ -21,6 +21,8 @@ function, in order.
 Figures, over fresh calls (a coroutine's resumptions are counted apart):
 ``files`` distinct files entered; ``changes`` consecutive calls in different
 files; ``cross-folder`` those of them whose files are in different folders.
+By caller (`bench.spine`, issue 38): layer hand-offs, doors, calls back up,
+each with its list.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import aiohttp
 
+from bench import spine
 from bench.procs import Lab, Mid
 from bench.wire import ModernClient
 
@@ -52,6 +55,7 @@ class Call:
     name: str  # qualified name
     line: int  # first line of the function
     fresh: bool  # False: a coroutine or generator resumed, not called
+    caller: tuple[str, str, int] | None = None  # the nearest gateway/ frame that called it
 
 
 def hops(calls: list[Call]) -> dict[str, int]:
@@ -81,6 +85,7 @@ def analyse(calls: list[Call]) -> dict[str, Any]:
         "with_resumptions": hops(calls),
         "per_file": per_file,
         "order": [f"{call.file}:{call.line}:{call.name}" for call in fresh],
+        "spine": spine.spine(calls),
     }
 
 
@@ -111,7 +116,10 @@ async def measure(gateway: Mid, trace: Path, warmup: int, settle: float) -> None
 
 def read_trace(trace: Path) -> list[Call]:
     records = json.loads(trace.read_text())["events"]
-    return [Call(file, name, line, fresh) for file, name, line, fresh in records]
+    return [
+        Call(file, name, line, fresh, None if caller is None else tuple(caller))
+        for file, name, line, fresh, caller in records
+    ]
 
 
 def run(loop: str, warmup: int, settle: float) -> dict[str, Any]:
@@ -149,6 +157,9 @@ def render(report: dict[str, Any], top: int) -> str:
         f"  of which across folders     {report['cross_folder']:5d}",
         f"counting resumptions as calls: {extra['files']} files, {extra['changes']} changes, "
         f"{extra['cross_folder']} across folders",
+        "",
+        "by caller (bench/spine.py says what each figure counts):",
+        *spine.render(report["spine"]),
         "",
         f"{'calls':>6} {'resumed':>7}  file (under gateway/)",
     ]

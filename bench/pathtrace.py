@@ -9,7 +9,10 @@ is on; SIGUSR2 switches it off and writes ``PATH`` (JSON, atomically).
 Only frames whose ``co_filename`` lies under the `gateway` package are kept,
 in the order they were entered.  A coroutine or generator frame reports a
 "call" each time it is resumed, not only when it starts; each record says which
-(``fresh``), so `bench.path` can count calls and resumptions apart.
+(``fresh``), so `bench.path` can count calls and resumptions apart.  A fresh
+call also records its caller: the nearest enclosing `gateway/` frame (None when
+the loop or a library started it), so `bench.spine` can count hand-offs between
+layers by who called whom.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ ROOT = Path(gateway.__file__).resolve().parent
 _GENERATOR_LIKE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 _files: dict[str, str | None] = {}  # co_filename -> path under ROOT, None: not gateway's
 _starts: dict[CodeType, int] = {}  # generator-like code -> offset of its first RESUME
-_events: list[tuple[CodeType, bool]] = []
+_events: list[tuple[CodeType, bool, CodeType | None]] = []
 
 
 def _relative(filename: str) -> str | None:
@@ -47,14 +50,26 @@ def _first_resume(code: CodeType) -> int:
     return 0
 
 
+def _in_gateway(code: CodeType) -> bool:
+    filename = code.co_filename
+    if filename not in _files:
+        _files[filename] = _relative(filename)
+    return _files[filename] is not None
+
+
+def _caller(frame: FrameType) -> CodeType | None:
+    """The nearest `gateway/` frame below this one (an awaiting coroutine counts)."""
+    back = frame.f_back
+    while back is not None and not _in_gateway(back.f_code):
+        back = back.f_back
+    return None if back is None else back.f_code
+
+
 def _profile(frame: FrameType, event: str, arg: Any) -> None:
     if event != "call":
         return
     code = frame.f_code
-    filename = code.co_filename
-    if filename not in _files:
-        _files[filename] = _relative(filename)
-    if _files[filename] is None:
+    if not _in_gateway(code):
         return
     fresh = True
     if code.co_flags & _GENERATOR_LIKE:
@@ -62,7 +77,7 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
         if start is None:
             start = _starts[code] = _first_resume(code)
         fresh = frame.f_lasti <= start
-    _events.append((code, fresh))
+    _events.append((code, fresh, _caller(frame) if fresh else None))
 
 
 def _on(path: Path) -> None:
@@ -76,14 +91,20 @@ def _off(path: Path) -> None:
     sys.setprofile(None)
     threading.setprofile(None)
     records = [
-        [_files[code.co_filename], code.co_qualname, code.co_firstlineno, fresh]
-        for code, fresh in _events
+        [_files[code.co_filename], code.co_qualname, code.co_firstlineno, fresh, _where(caller)]
+        for code, fresh, caller in _events
     ]
     _events.clear()
     report = {"root": str(ROOT), "python": sys.version.split()[0], "events": records}
     scratch = path.with_name(path.name + ".tmp")
     scratch.write_text(json.dumps(report))
     os.replace(scratch, path)
+
+
+def _where(code: CodeType | None) -> list[Any] | None:
+    return (
+        None if code is None else [_files[code.co_filename], code.co_qualname, code.co_firstlineno]
+    )
 
 
 def install(path: Path) -> None:

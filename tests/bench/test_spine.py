@@ -1,0 +1,73 @@
+"""bench.spine counts hand-offs, doors and calls back up by caller (issue 38's figures)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import spine
+from bench.path import Call
+
+
+def call(file: str, name: str, caller: tuple[str, str] | None, fresh: bool = True) -> Call:
+    return Call(file, name, 1, fresh, None if caller is None else (*caller, 1))
+
+
+def test_layers_follow_the_import_contract() -> None:
+    assert spine.layer_of("cli.py") == "cli"
+    assert spine.layer_of("bridge/forwarder.py") == "bridge"
+    assert spine.layer_of("upstream/carriers/h1.py") == "upstream.carriers"
+    assert spine.layer_of("core/call.py") is None and spine.layer_of("wire/sse.py") is None
+    order = spine.ranks()
+    assert order["transport"] < order["bridge"] < order["upstream"] < order["upstream.carriers"]
+    assert order["upstream.carriers"] < order["protocol"]
+
+
+def test_handoffs_and_doors_are_counted_by_caller() -> None:
+    forward = ("bridge/forwarder.py", "Forwarder.handle")
+    calls = [
+        call("bridge/forwarder.py", "Forwarder.handle", ("transport/inbound.py", "Runner._run")),
+        call("upstream/link.py", "UpstreamLink.execute", forward),
+        call("upstream/link.py", "UpstreamLink.execute", forward),
+        call("upstream/link.py", "UpstreamLink.execute", forward, fresh=False),  # resumed
+        call("core/call.py", "Call.with_id", forward),  # vocabulary: no hand-off
+        call("bridge/forwarder.py", "Forwarder._pick", forward),  # same layer
+        call("transport/inbound.py", "Runner._run", None),  # started by the loop
+    ]
+    figures = spine.spine(calls)
+    assert figures["handoffs"] == 3
+    assert figures["door_list"] == [
+        "bridge/forwarder.py:Forwarder.handle",
+        "upstream/link.py:UpstreamLink.execute",
+    ]
+    assert figures["started_by_loop"] == 1
+    assert figures["calls_back_up"] == 0
+
+
+@pytest.mark.parametrize(
+    ("caller", "callee", "exempt"),
+    [
+        # Into a higher layer.
+        (
+            ("upstream/link.py", "UpstreamLink.execute"),
+            ("bridge/forwarder.py", "Forwarder.handle"),
+            "",
+        ),
+        # The ask closure a parked call hands down.
+        (
+            ("upstream/calls.py", "Calls.try_answer"),
+            ("bridge/parked_calls.py", "ParkedCalls.run.<locals>.ask"),
+            "ask closure",
+        ),
+        # A revision's override called by its adapter base.
+        (
+            ("protocol/adapter/server.py", "AdapterServerRole.decode"),
+            ("protocol/v2024_11_05.py", "Adapter2024_11_05.check_http"),
+            "revision hook",
+        ),
+    ],
+)
+def test_calls_back_up(caller: tuple[str, str], callee: tuple[str, str], exempt: str) -> None:
+    figures = spine.spine([call(*callee, caller)])
+    assert len(figures["back_up_list"]) == 1
+    assert figures["calls_back_up"] == (0 if exempt else 1)
+    assert figures["back_up_list"][0].endswith(f"({exempt})" if exempt else callee[1])
