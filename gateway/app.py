@@ -228,7 +228,12 @@ class Gateway:
             from gateway.console import Console
 
             self.console = Console(
-                console, lambda: [e.route for e in self.endpoints], lambda: self.specs, self.metrics
+                console,
+                lambda: [e.route for e in self.endpoints],
+                lambda: self.specs,
+                self.metrics,
+                self._own_url,
+                self.adapters,
             )
 
     @classmethod
@@ -250,6 +255,11 @@ class Gateway:
             lean_lane=settings.lean_lane,
             console=console_options(settings),
         )
+
+    def _own_url(self) -> str:
+        """Where the console's playground reaches this gateway's routes."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host if ':' not in host else f'[{host}]'}:{self.port}"
 
     def _lane_figures(self) -> tuple[int, int] | None:
         """The lane's open connections and handoffs so far (None: no lane)."""

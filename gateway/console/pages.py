@@ -12,7 +12,7 @@ from gateway.console.recent import CallRecord
 
 __all__ = ["call_page", "calls_page", "calls_table", "page", "routes_table"]
 
-NAV = (("/routes", "Routes"), ("/calls", "Recent calls"))
+NAV = (("/routes", "Routes"), ("/calls", "Recent calls"), ("/playground", "Playground"))
 
 
 def page(title: str, csrf: str, body: str, *, live: str | None = None) -> str:

@@ -13,9 +13,12 @@ from aiohttp import web
 from gateway.console import pages
 from gateway.console.access import Access
 from gateway.console.options import ConsoleOptions
+from gateway.console.playground import Playground, Run
+from gateway.console.playground_web import PlaygroundWeb
 from gateway.console.recent import RecentCalls
 from gateway.console.view import RoutesView
 from gateway.observability import Metrics
+from gateway.protocol import AdapterSet
 from gateway.settings import RouteSpec
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import Route
@@ -42,6 +45,8 @@ class Console:
         routes: Callable[[], Sequence[Route]],
         specs: Callable[[], Sequence[RouteSpec]],
         metrics: Metrics,
+        gateway_url: Callable[[], str],
+        adapters: AdapterSet,
     ) -> None:
         self.options = options
         self.access = Access(options.token, options.rate)
@@ -49,6 +54,8 @@ class Console:
             options.calls_per_route, bodies=options.record_bodies, body_chars=options.body_chars
         )
         self.view = RoutesView(routes, specs, metrics)
+        self.playground = Playground(gateway_url, adapters)
+        self._routes_of = routes
         self.guard = OriginGuard(loopback_only=_loopback(options.host))
         self._runner: web.AppRunner | None = None
         self.port = options.port
@@ -67,6 +74,12 @@ class Console:
         app.router.add_get(r"/calls/{number:\d+}", self._call)
         app.router.add_post("/calls/clear", self._clear)
         app.router.add_get("/static/{name}", self._static)
+        PlaygroundWeb(
+            self.playground,
+            lambda: [route.path for route in self._routes_of()],
+            self._page,
+            self._gateway_side,
+        ).register(app)
         return app
 
     async def start(self) -> int:
@@ -87,6 +100,7 @@ class Console:
         return self.port
 
     async def stop(self) -> None:
+        await self.playground.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -110,6 +124,19 @@ class Console:
     def _page(self, title: str, body: str, live: str | None = None) -> web.Response:
         html = pages.page(title, self.access.csrf, body, live=live)
         return web.Response(text=html, content_type="text/html")
+
+    def _gateway_side(self, run: Run) -> str | None:
+        """What recent calls recorded of a playground call (its route's newest call of
+        the same method and revision), when the call is over."""
+        if not run.done:
+            return None
+        for record in self.recent.select(run.route, run.revision):
+            if record.method == run.method:
+                return (
+                    f"{record.client_revision} client -> {record.upstream_revision} upstream, "
+                    f"{record.outcome}, {record.latency_ms} ms (recent call #{record.number})"
+                )
+        return None
 
     async def _home(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/routes")

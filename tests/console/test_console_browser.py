@@ -126,3 +126,62 @@ def test_a_post_without_the_csrf_token_is_refused(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 403
+
+
+@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
+def test_the_playground_calls_greet_me_and_answers_its_elicitation(
+    demo_console: tuple[RunningGateway, str], browser: Any, revision: str
+) -> None:
+    _, console = demo_console
+    page = page_for(browser)
+    page.goto(console + "/playground")
+    page.select_option("select[name=route]", "/mcp")
+    page.select_option("select[name=revision]", revision)
+    page.click("text=List tools, resources and prompts")
+    tool = page.locator("form.item", has_text="greet_me")
+    tool.wait_for(timeout=WAIT_MS)
+    assert page.locator("form.item", has_text="echo").count() == 1
+    tool.locator("button").click()
+    question = page.locator("form.question")
+    question.wait_for(timeout=WAIT_MS)
+    assert "What is your name?" in question.inner_text()
+    question.locator("input[type=text]").first.fill("Ada")
+    shot(page, f"playground-asked-{revision}")
+    question.locator("button[value=accept]").click()
+    result = page.locator(".result-text", has_text="Hello, Ada")
+    result.wait_for(timeout=WAIT_MS)
+    wire = page.locator(".wire").first.inner_text()
+    assert "elicitation/create" in wire or "input_required" in wire
+    assert "Hello, Ada" in wire
+    # The call went through the route: its recent calls have it, from this revision.
+    page.locator(".wire", has_text=f"{revision} client -> 2025-11-25 upstream").wait_for(
+        timeout=WAIT_MS
+    )
+    shot(page, f"playground-{revision}")
+
+
+def test_a_playground_post_for_a_route_that_is_not_there_is_a_clear_answer(
+    demo_console: tuple[RunningGateway, str], browser: Any
+) -> None:
+    _, console = demo_console
+    page = page_for(browser)
+    page.goto(console + "/playground")
+    csrf = page.locator('meta[name="console-csrf"]').get_attribute("content")
+    for path, form in (
+        ("/playground/list", {"route": "/nope", "revision": "2026-07-28"}),
+        ("/playground/call", {"route": "/mcp", "revision": "1999-01-01", "method": "tools/call"}),
+        (
+            "/playground/call",
+            {
+                "route": "/mcp",
+                "method": "tools/call",
+                "type:arg:n": "integer",
+                "arg:n": "x",
+                "revision": "2026-07-28",
+            },
+        ),
+        ("/playground/run/nope/answer", {}),
+    ):
+        answer = page.request.post(console + path, form=form, headers={"X-Console-CSRF": csrf})
+        assert answer.status == 200, (path, answer.status)
+        assert "class=failure" in answer.text(), (path, answer.text())
