@@ -227,14 +227,7 @@ class Gateway:
         if console is not None:
             from gateway.console import Console
 
-            self.console = Console(
-                console,
-                lambda: [e.route for e in self.endpoints],
-                lambda: self.specs,
-                self.metrics,
-                self._own_url,
-                self.adapters,
-            )
+            self.console = Console(console, self)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -255,11 +248,6 @@ class Gateway:
             lean_lane=settings.lean_lane,
             console=console_options(settings),
         )
-
-    def _own_url(self) -> str:
-        """Where the console's playground reaches this gateway's routes."""
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{host if ':' not in host else f'[{host}]'}:{self.port}"
 
     def _lane_figures(self) -> tuple[int, int] | None:
         """The lane's open connections and handoffs so far (None: no lane)."""
@@ -380,7 +368,9 @@ class Gateway:
             owner=node.id if node is not None else None,
             ledger=node.use_once if node is not None else None,
         )
-        link = UpstreamLink(spec.upstream_settings(), self.adapters, self._session_for(spec))
+        # With the console recording bodies, the link's adapters note what it sends and reads.
+        adapters = self.console.link_adapters() if self.console is not None else self.adapters
+        link = UpstreamLink(spec.upstream_settings(), adapters, self._session_for(spec))
         if node is not None:
             node.attach(spec.path, self.max_body_bytes, sealer)
             if spec.command is None:

@@ -122,6 +122,8 @@ def call_page(c: CallRecord) -> str:
         facts
         + "<div class=wires>"
         + wire("Client sent (decoded)", c.client_sent)
+        + wire("Upstream got", c.upstream_got)
         + wire("Client got", c.client_got)
+        + wire("Upstream sent", c.upstream_sent)
         + "</div>"
     )

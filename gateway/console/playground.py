@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,7 @@ class Run:
     error: str | None = None
     _answers: asyncio.Future[dict[str, Answer]] | None = None
     task: asyncio.Task[None] | None = None
+    started: float = field(default_factory=time.time)
     # Set whenever the call is asked something or ends (what a form post waits for).
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from gateway.console.playground import Run
+from gateway.console.recent import redact
 from gateway.core import Ask, AskKind, Failure, InputRequired, Value
 
 __all__ = ["lists", "picker", "run_fragment"]
@@ -136,7 +137,8 @@ def _question(run: Run, key: str, ask: Ask) -> str:
 
 
 def _json(message: Any) -> str:
-    return orjson.dumps(message, option=orjson.OPT_INDENT_2, default=str).decode()[:8000]
+    shown = orjson.dumps(redact(message), option=orjson.OPT_INDENT_2, default=str).decode()
+    return shown[:8000]
 
 
 def _wire(run: Run) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import structlog
 
+from gateway.console.wiretap import UpstreamWires
 from gateway.core import Failure, ServerProfile
 from gateway.core.call import Call
 from gateway.core.outcome import InputRequired, Outcome
@@ -57,18 +58,18 @@ class CallRecord:
     request_id: str | None
     client_sent: str | None  # JSON text, redacted and cut; None when not recorded
     client_got: str | None
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            k: getattr(self, k) for k in self.__slots__ if k not in ("client_sent", "client_got")
-        }
+    upstream_got: str | None  # what the gateway sent upstream for it
+    upstream_sent: str | None  # what the upstream answered (and asked)
 
 
 class RecentCalls:
     """One ring per route, of at most ``size`` records each."""
 
-    def __init__(self, size: int, *, bodies: bool, body_chars: int) -> None:
+    def __init__(
+        self, size: int, *, bodies: bool, body_chars: int, upstream: UpstreamWires | None = None
+    ) -> None:
         self.size = size
+        self.upstream = upstream
         self.bodies = bodies
         self.body_chars = body_chars
         self.rings: dict[str, deque[CallRecord]] = {}
@@ -117,10 +118,14 @@ class RecentCalls:
     ) -> CallRecord:
         context = structlog.contextvars.get_contextvars()
         versions = profile.versions
-        sent = got = None
+        sent = got = up_got = up_sent = None
         if self.bodies:
             sent = self.cut(redact({"method": call.method, "id": call.id, "params": call.params}))
             got = self.cut(redact(message)) if message is not None else None
+            wire = self.upstream.take(call) if self.upstream is not None else None
+            if wire is not None:
+                up_got = self.cut(redact([m for d, m in wire if d == "sent"]))
+                up_sent = self.cut(redact([m for d, m in wire if d == "got"]))
         return CallRecord(
             number=next(self._numbers),
             at=time.time(),
@@ -138,6 +143,8 @@ class RecentCalls:
             request_id=_text(context.get("request_id")),
             client_sent=sent,
             client_got=got,
+            upstream_got=up_got,
+            upstream_sent=up_sent,
         )
 
     def cut(self, value: Any) -> str:

@@ -4,8 +4,9 @@ vendored script and style (package data: nothing is fetched from the network).""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Protocol
 
 import structlog
 from aiohttp import web
@@ -17,10 +18,12 @@ from gateway.console.playground import Playground, Run
 from gateway.console.playground_web import PlaygroundWeb
 from gateway.console.recent import RecentCalls
 from gateway.console.view import RoutesView
+from gateway.console.wiretap import UpstreamWires, recording_adapters
 from gateway.observability import Metrics
 from gateway.protocol import AdapterSet
 from gateway.settings import RouteSpec
 from gateway.transport.guard import OriginGuard
+from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
 
 __all__ = ["Console"]
@@ -38,27 +41,53 @@ HEADERS = {
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 
 
+class GatewayState(Protocol):
+    """What the console reads of the gateway (gateway/app.py's Gateway)."""
+
+    endpoints: list[Endpoint]
+    specs: list[RouteSpec]
+    metrics: Metrics
+    adapters: AdapterSet
+    host: str
+    port: int
+
+
 class Console:
-    def __init__(
-        self,
-        options: ConsoleOptions,
-        routes: Callable[[], Sequence[Route]],
-        specs: Callable[[], Sequence[RouteSpec]],
-        metrics: Metrics,
-        gateway_url: Callable[[], str],
-        adapters: AdapterSet,
-    ) -> None:
+    def __init__(self, options: ConsoleOptions, gateway: GatewayState) -> None:
         self.options = options
+        self.gateway = gateway
+        routes = self._routes_of
         self.access = Access(options.token, options.rate)
+        self.upstream = UpstreamWires()
         self.recent = RecentCalls(
-            options.calls_per_route, bodies=options.record_bodies, body_chars=options.body_chars
+            options.calls_per_route,
+            bodies=options.record_bodies,
+            body_chars=options.body_chars,
+            upstream=self.upstream,
         )
-        self.view = RoutesView(routes, specs, metrics)
-        self.playground = Playground(gateway_url, adapters)
-        self._routes_of = routes
+        self.view = RoutesView(routes, lambda: gateway.specs, gateway.metrics)
+        self.playground = Playground(self._gateway_url, gateway.adapters)
+        # The routes' links' adapters (the same set for every route), when recording.
+        self._link_adapters = (
+            recording_adapters(gateway.adapters, self.upstream)
+            if options.record_bodies
+            else gateway.adapters
+        )
         self.guard = OriginGuard(loopback_only=_loopback(options.host))
         self._runner: web.AppRunner | None = None
         self.port = options.port
+
+    def _routes_of(self) -> list[Route]:
+        return [endpoint.route for endpoint in self.gateway.endpoints]
+
+    def _gateway_url(self) -> str:
+        """Where the playground reaches the gateway's routes (loopback for a wildcard)."""
+        host = self.gateway.host
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.gateway.port}"
+
+    def link_adapters(self) -> AdapterSet:
+        return self._link_adapters
 
     def attach(self, route: Route) -> None:
         """Record the route's calls (the one thing the console puts on a call's path)."""
@@ -126,17 +155,25 @@ class Console:
         return web.Response(text=html, content_type="text/html")
 
     def _gateway_side(self, run: Run) -> str | None:
-        """What recent calls recorded of a playground call (its route's newest call of
-        the same method and revision), when the call is over."""
+        """What recent calls recorded of a playground call's rounds (its route's calls
+        of the same method and revision since it began), when the call is over."""
         if not run.done:
             return None
-        for record in self.recent.select(run.route, run.revision):
-            if record.method == run.method:
-                return (
-                    f"{record.client_revision} client -> {record.upstream_revision} upstream, "
-                    f"{record.outcome}, {record.latency_ms} ms (recent call #{record.number})"
-                )
-        return None
+        rounds = [
+            record
+            for record in self.recent.select(run.route, run.revision)
+            if record.method == run.method and record.at >= run.started
+        ]
+        said = []
+        for record in reversed(rounds):
+            said.append(
+                f"recent call #{record.number}: {record.client_revision} client -> "
+                f"{record.upstream_revision} upstream, {record.outcome}, {record.latency_ms} ms"
+            )
+            if record.upstream_got is not None:
+                said.append(f"Upstream got:\n{record.upstream_got}")
+                said.append(f"Upstream sent:\n{record.upstream_sent}")
+        return "\n\n".join(said) or None
 
     async def _home(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/routes")

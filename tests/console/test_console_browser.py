@@ -79,9 +79,13 @@ def test_an_sdk_call_shows_in_recent_calls_with_both_wires(
     call.locator("a").first.click()
     wires = page.locator(".wire pre")
     wires.first.wait_for(timeout=WAIT_MS)
-    sent, got = wires.nth(0).inner_text(), wires.nth(1).inner_text()
+    sent, upstream_got = wires.nth(0).inner_text(), wires.nth(1).inner_text()
+    got, upstream_sent = wires.nth(2).inner_text(), wires.nth(3).inner_text()
     assert '"name": "echo"' in sent and "from the sdk" in sent
     assert "from the sdk" in got and '"jsonrpc": "2.0"' in got
+    # The other side: what the gateway sent the demo server, and its answer.
+    assert '"method": "tools/call"' in upstream_got and "from the sdk" in upstream_got
+    assert "from the sdk" in upstream_sent and '"result"' in upstream_sent
     shot(page, "call")
 
 
@@ -94,7 +98,7 @@ def test_without_body_recording_no_body_is_stored(
     page.goto(console + "/calls")
     page.locator("tr.call", has_text="echo").locator("a").first.click()
     page.locator(".wire pre").first.wait_for(timeout=WAIT_MS)
-    assert page.locator(".wire pre", has_text="not recorded").count() == 2
+    assert page.locator(".wire pre", has_text="not recorded").count() == 4
     assert "from the sdk" not in page.content()
 
 
@@ -128,6 +132,7 @@ def test_a_post_without_the_csrf_token_is_refused(
     assert refused.value.code == 403
 
 
+@pytest.mark.console_args("--console-bodies")
 @pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
 def test_the_playground_calls_greet_me_and_answers_its_elicitation(
     demo_console: tuple[RunningGateway, str], browser: Any, revision: str
@@ -154,9 +159,12 @@ def test_the_playground_calls_greet_me_and_answers_its_elicitation(
     assert "elicitation/create" in wire or "input_required" in wire
     assert "Hello, Ada" in wire
     # The call went through the route: its recent calls have it, from this revision.
-    page.locator(".wire", has_text=f"{revision} client -> 2025-11-25 upstream").wait_for(
-        timeout=WAIT_MS
+    gateway_side = page.locator(
+        ".wire", has_text=f"{revision} client -> 2025-11-25 upstream, value"
     )
+    gateway_side.wait_for(timeout=WAIT_MS)
+    # ... and the upstream side of it: the demo server asked its question on its stream.
+    assert "elicitation/create" in gateway_side.inner_text()
     shot(page, f"playground-{revision}")
 
 
