@@ -3,7 +3,9 @@ Debian's chromium driven by Playwright (``executable_path``: no browser download
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import shutil
 import time
 from collections.abc import Iterator
@@ -15,7 +17,9 @@ from tests.e2e.gateway_proc import RunningGateway, gateway
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN = "console-test-token-0123456789"
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+# Screenshots of each page: into docs/console with GATEWAY_CONSOLE_SHOTS=docs/console
+# (how the docs' pictures are made), else into the temporary directory.
+SHOTS = Path(os.environ.get("GATEWAY_CONSOLE_SHOTS") or Path(tempfile.gettempdir(), "console"))
 _CONSOLE_PORT = re.compile(r'"port": (\d+)[^\n]*"event": "console listening"')
 
 
