@@ -3,6 +3,7 @@ of the bundled demo server, with screenshots of each page for docs/console/."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import urllib.error
 import urllib.request
@@ -41,6 +42,30 @@ def sdk_call(running: RunningGateway) -> str:
     return done.stdout
 
 
+def open_session(running: RunningGateway, revision: str) -> None:
+    """A handshake-era client's session, opened with a plain initialize (left open)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": revision,
+            "capabilities": {},
+            "clientInfo": {"name": "console-test", "version": "1"},
+        },
+    }
+    request = urllib.request.Request(
+        running.url("/mcp"),
+        data=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200 and response.headers["Mcp-Session-Id"]
+
+
 def shot(page: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -60,7 +85,10 @@ def test_routes_page_lists_the_demo_route_with_its_revision(
     page.locator('tr[data-route="/mcp"] td.revision', has_text="2025-11-25").wait_for(
         timeout=WAIT_MS
     )
-    assert "2025-11-25: 1" in row.inner_text() or "2025-11-25" in row.inner_text()
+    # A client session opened now shows under its revision, live (no reload).
+    open_session(running, "2025-06-18")
+    page.locator('tr[data-route="/mcp"]', has_text="2025-06-18: 1").wait_for(timeout=WAIT_MS)
+    assert "Calls" in page.content() and page.locator("td.num").first.inner_text() != "0"
     shot(page, "routes")
 
 
