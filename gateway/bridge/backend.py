@@ -62,6 +62,7 @@ class Backend:
                 route=link.settings.route,
             ),
             ask_settle=ask_settle,
+            questions=(link.settings.questions_at_once, link.settings.questions_per_call),
         )
         # The profile of the upstream's current verdict, once asked (None: ask
         # ``profile``); the link drops it when its verdict changes.

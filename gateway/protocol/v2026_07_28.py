@@ -321,6 +321,21 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     # ---- subscriptions/listen, both roles
 
+    def client_read_failure(self, error: Any) -> Failure:
+        failure = super().client_read_failure(error)
+        data = failure.data
+        if (
+            failure.kind is FailureKind.INVALID_PARAMS
+            and isinstance(data, dict)
+            and isinstance(data.get("uri"), str)
+        ):
+            # This revision's "Resource not found" (-32602 with the URI in data, as
+            # -32002 may no longer be sent): read as what it is, so an older client
+            # gets its own code, and a missing resource reads as a hidden one does
+            # (the gateway's own words for it, too).
+            return Failure(FailureKind.RESOURCE_NOT_FOUND, "Resource not found", data)
+        return failure
+
     def listen_interest(self, params: dict[str, Any]) -> Interest:
         wanted = params.get("notifications")
         wanted = wanted if isinstance(wanted, dict) else {}
