@@ -154,10 +154,12 @@ class RouteSpec(BaseModel):
     # End an upstream session (DELETE) when its client's session ends; false only for
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
-    # Stateless clients in front of a handshake-era server that asks roots/list: each
-    # call runs on a pooled session holding the asking client's own roots (asked for
-    # with one input_required round), or ("shared") the roots the pool was first given.
-    roots: Literal["per-client", "shared"] = "per-client"
+    # Stateless clients in front of a handshake-era server that asks roots/list: asked
+    # only when the server asks, a session then holding that client's roots alone
+    # ("per-client", learning whether the server keeps roots per session); "per-session"
+    # says it does (a call that may ask asks its client first); "shared": the roots
+    # the pool was first given serve all its callers.
+    roots: Literal["per-client", "per-session", "shared"] = "per-client"
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     # An upstream's HTTP redirect: an error ("none"), or followed when it is a 307/308
     # on the upstream's own origin ("same-origin").  Never followed to another origin.

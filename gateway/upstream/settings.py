@@ -40,9 +40,9 @@ class UpstreamSettings:
     # End upstream sessions with DELETE when their client's session ends (off only for
     # servers that cannot take it: some crash on DELETE).
     end_sessions: bool = True
-    # Whose roots a stateless client's pooled session holds: "per-client" (the asking
-    # client's, one round per call that may ask; see upstream/roots.py) or "shared"
-    # (whichever caller the pool's server asked first, kept for the pool).
+    # Whose roots a stateless client's pooled session holds: "per-client" (asked only
+    # when the server asks; see upstream/roots.py), "per-session" (the server keeps
+    # them per session: asked first) or "shared" (the pool's first answer for all).
     roots: str = "per-client"
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
