@@ -251,3 +251,25 @@ async def test_a_question_asked_on_start_goes_to_the_first_calls_client(tmp_path
     assert bob.asked == ["roots/list"] and alice.asked == ["roots/list"] * 2
     first, second, third = (session for session, _ in server.calls)
     assert first == third != second
+
+
+async def test_a_rounds_answer_is_not_charged_again_by_rate_limits(tmp_path: Path) -> None:
+    """Issue 36, item 5: with one call allowed, the call's round is answered (its retry
+    carries the gateway's requestState) and completes; a new call is then refused."""
+    server = RootsServer()
+    async with serving(server) as (url, runner):
+        with gateway(f"/mcp={url},rate=1/h,burst=1", tmp_path=tmp_path) as gw:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    alice = Client(http, gw.url(), A)
+                    assert json.loads(text_of(await alice.call("rooted"))) == [A]
+                    headers = {
+                        **modern_headers("tools/call", "plain"),
+                        "Authorization": "Bearer alice",
+                    }
+                    body = modern_call("plain", {}, ROOTS_CAPS)
+                    refused = await post(http, gw.url(), body, headers)
+            finally:
+                await runner.cleanup()
+    assert alice.exchanges == 2 and alice.asked == ["roots/list"]
+    assert refused.status == 429, refused.text
