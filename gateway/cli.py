@@ -91,7 +91,8 @@ RouteOption = Annotated[
         metavar="PATH=UPSTREAM[,key=value...]",
         help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
         "version=REV (pin the upstream's revision), transport=auto|http|sse, "
-        "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
+        "timeout=SECONDS, ask_timeout=SECONDS (a call's waits on its client, in all), "
+        "connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
         "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
         "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
         "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR, "

@@ -64,6 +64,7 @@ from gateway.transport.sessions import (
 from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.link import UpstreamSettings
 from gateway.upstream.settings import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PROBE_TIMEOUT,
@@ -86,6 +87,7 @@ ROUTE_OPTIONS = {
     "version",
     "transport",
     "timeout",
+    "ask_timeout",
     "connect_timeout",
     "probe_timeout",
     "ttl_ms",
@@ -143,6 +145,9 @@ class RouteSpec(BaseModel):
     version: str | None = None
     transport: Literal["auto", "http", "sse", "stdio"] = "auto"
     timeout: float = Field(DEFAULT_REQUEST_TIMEOUT, gt=0)
+    # How long one call may wait on its client in all (the upstream's questions being
+    # answered: `timeout`'s clock is paused meanwhile), and each question at most.
+    ask_timeout: float = Field(DEFAULT_ASK_TIMEOUT, gt=0)
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -275,6 +280,7 @@ class RouteSpec(BaseModel):
             transport="stdio" if command is not None else self.transport,
             version=self.version,
             request_timeout=self.timeout,
+            ask_timeout=self.ask_timeout,
             connect_timeout=self.connect_timeout,
             probe_timeout=self.probe_timeout,
             command=command,

@@ -10,10 +10,13 @@ upstream, kept by one timer per route (not one per call: a timer armed and
 cancelled per call costs more than the check).
 
 A call's clock pauses while the upstream waits on the client (a question it
-asked is being answered): a person taking their time is no upstream's fault.  A
-stream the upstream keeps alive with notifications or comments does not extend
-it.  A call past its deadline has its task cancelled; :meth:`Clock.expired` tells
-the call's own code that the cancellation was the deadline's, not the client's.
+asked is being answered): a person taking their time is no upstream's fault.  The
+time paused has its own bound (the route's ``ask_timeout``, in all for the call):
+a client that never answers, or an upstream asking without end, must not hold a
+call open for ever.  A stream the upstream keeps alive with notifications or
+comments does not extend either.  A call past either has its task cancelled;
+``Clock.expired`` tells the call's own code that (and which bound) it was, not the
+client.
 """
 
 from __future__ import annotations
@@ -67,14 +70,17 @@ MAX_TICK = 1.0
 class Clock:
     """One call's deadline."""
 
-    __slots__ = ("_paused", "due", "expired", "paused_at", "task")
+    __slots__ = ("_paused", "due", "expired", "paused_at", "task", "waited", "waits")
 
-    def __init__(self, task: asyncio.Task[object] | None, due: float) -> None:
+    def __init__(self, task: asyncio.Task[object] | None, due: float, waits: float) -> None:
         self.task = task
         self.due = due
-        self.expired = False
+        self.expired: str | None = None  # why the call's time ran out
         self.paused_at = 0.0
         self._paused = 0
+        # Time paused so far, and how much the call may be paused in all.
+        self.waited = 0.0
+        self.waits = waits
 
     @property
     def paused(self) -> bool:
@@ -89,14 +95,25 @@ class Clock:
         self._paused -= 1
         if self._paused == 0:
             # The time it waited on the client is given back.
-            self.due += asyncio.get_running_loop().time() - self.paused_at
+            waited = asyncio.get_running_loop().time() - self.paused_at
+            self.due += waited
+            self.waited += waited
+
+    def out_of_time(self, now: float) -> str | None:
+        """Why the call must end at ``now`` (None: it may go on)."""
+        if self.paused:
+            waited = self.waited + now - self.paused_at
+            return "ask_timeout" if waited >= self.waits else None
+        return "timeout" if self.due <= now else None
 
 
 class Deadlines:
-    """The deadlines of one route's calls in flight (``budget`` seconds each)."""
+    """The deadlines of one route's calls in flight (``budget`` seconds each, and
+    ``waits`` seconds paused on the client at most)."""
 
-    def __init__(self, budget: float) -> None:
+    def __init__(self, budget: float, waits: float = float("inf")) -> None:
         self.budget = budget
+        self.waits = waits
         self._tick = min(MAX_TICK, budget / 4)
         self._clocks: set[Clock] = set()
         self._timer: asyncio.TimerHandle | None = None
@@ -104,7 +121,7 @@ class Deadlines:
     def start(self) -> Clock:
         """The running task's call begins: its clock, running."""
         loop = asyncio.get_running_loop()
-        clock = Clock(asyncio.current_task(), loop.time() + self.budget)
+        clock = Clock(asyncio.current_task(), loop.time() + self.budget, self.waits)
         self._clocks.add(clock)
         if self._timer is None:
             self._timer = loop.call_later(self._tick, self._check)
@@ -117,9 +134,12 @@ class Deadlines:
         self._timer = None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        for clock in [c for c in self._clocks if c.due <= now and not c.paused]:
+        for clock in list(self._clocks):
+            why = clock.out_of_time(now)
+            if why is None:
+                continue
             self._clocks.discard(clock)
-            clock.expired = True
+            clock.expired = why
             if clock.task is not None:
                 clock.task.cancel()
         if self._clocks:
@@ -150,6 +170,13 @@ class InFlight:
             if upstream_id not in self.waiting
         ]
         return running[0] if len(running) == 1 else None
+
+    def any_asking(self) -> tuple[int, Exchange] | None:
+        """The first call in flight whose client can be asked (blocked or not)."""
+        for upstream_id, (exchange, _) in self.calls.items():
+            if exchange.ask is not None:
+                return upstream_id, exchange
+        return None
 
 
 @dataclass
@@ -183,17 +210,20 @@ class QuestionBounds:
 
 class Calls:
     """Runs calls upstream; owns the background work they leave (cancel notices).
-    ``deadline`` bounds each call's whole time upstream (None: no bound)."""
+    ``deadline`` bounds each call's whole time upstream (None: no bound), ``waits``
+    its time paused on the client."""
 
     def __init__(
         self,
         ids: Iterator[int],
         deadline: float | None = None,
         questions: QuestionBounds | None = None,
+        waits: float = float("inf"),
     ) -> None:
         self.ids = ids
         self.deadline = deadline
-        self._deadlines = Deadlines(deadline) if deadline is not None else None
+        self.waits = waits
+        self._deadlines = Deadlines(deadline, waits) if deadline is not None else None
         self.questions = questions or QuestionBounds()
         self._answering = asyncio.Semaphore(ANSWERS_AT_ONCE)
         self._background: set[asyncio.Task[None]] = set()
@@ -253,6 +283,12 @@ class Calls:
         except asyncio.CancelledError as exc:
             if clock is None or not clock.expired or _uncancel() > 0:
                 raise  # the client's cancellation (too), not only the deadline's
+            if clock.expired == "ask_timeout":
+                raise CarrierError(
+                    f"the client's answers took longer than the route's ask_timeout of "
+                    f"{self.waits:g} s",
+                    timeout=True,
+                ) from exc
             raise CarrierError(
                 f"no answer within the route's timeout of {self.deadline:g} s", timeout=True
             ) from exc

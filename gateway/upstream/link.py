@@ -105,6 +105,7 @@ class UpstreamLink:
         self._calls = Calls(
             itertools.count(1),
             deadline=settings.request_timeout,
+            waits=settings.ask_timeout,
             questions=QuestionBounds(settings.questions_at_once, settings.questions_per_call),
         )
         self._probe = EraProbe(settings, adapters, self._primary, self._calls.ids, self._sse_check)

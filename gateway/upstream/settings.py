@@ -21,6 +21,8 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
 # Seconds: to connect, for one call's answer, for the era probe's answer.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 300.0
+# How long one call may wait on its client in all (seconds): a person answering.
+DEFAULT_ASK_TIMEOUT = 300.0
 DEFAULT_PROBE_TIMEOUT = 10.0
 # Connections one route keeps open to its upstream at once.
 DEFAULT_MAX_CONNECTIONS = 1024
@@ -48,6 +50,8 @@ class UpstreamSettings:
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    # How long a call may wait on its client in all (the request clock paused).
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     # "none": an upstream's redirect is an error; "same-origin": 307/308 within the
     # upstream's origin are followed.  Never to another origin.

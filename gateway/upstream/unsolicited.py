@@ -162,6 +162,10 @@ class Unsolicited:
         """Who answers a server request, decided now: a question the pool holds is
         queued before the session's next call can look for it."""
         owner = session.inflight.owner()
+        if owner is None and session.downstream is not None:
+            # A client session's calls are all that client's: any call's own stream
+            # reaches it, where it reads (it may have no standalone stream open).
+            owner = session.inflight.any_asking()
         if owner is not None and owner[1].ask is not None:
             # Only a call whose client can be asked may own a question (a listing
             # cannot carry one: the session's client or the pool's next call will).
