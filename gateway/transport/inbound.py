@@ -383,16 +383,19 @@ class Runner:
 
     def _continues(self, call: Call, principal: str) -> bool:
         """Whether ``call`` answers a round of a call already charged to ``principal``
-        (its requestState sealed here, for this call): not a new call for rate limits.
-        A state the gateway did not seal cannot be told from a new call: charged."""
+        (its requestState sealed here, for this call, and good for one use): not a
+        new call for rate limits.  A parked call's round is resumed once at most (a
+        replay is refused before any upstream work); a carried or restarted one only
+        where a ledger spends each state once (a cluster).  A state the gateway did
+        not seal cannot be told from a new call: charged."""
         sealer = self.route.backend.forwarder.sealer
         if call.state is None or not sealer.is_ours(call.state):
             return False
         try:
-            sealer.open(call.state, call, self.route.path, principal)
+            claims = sealer.open(call.state, call, self.route.path, principal)
         except Failure:
             return False
-        return True
+        return claims.get("k") == "parked" or sealer.ledger is not None
 
     def _observe(
         self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float
