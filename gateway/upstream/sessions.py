@@ -485,13 +485,13 @@ class SessionPool:
         """``session``'s server holds ``roots`` now: it is kept under the key naming them
         (a stateless client with the same roots asked first finds it there); given
         two clients' different roots, under a key nobody asks for.  None: no client
-        was asked (its call ended first): back to the pool, the question held there."""
+        was asked (its call ended first): back to the pool, the question held there
+        for its next call (the pool has a new session meanwhile: left aside, ended
+        once idle)."""
         if roots is None:
-            if session.roots is None and session.scope is not None:
-                if session.scope in self._sessions:
-                    self._calls.spawn(self.drop(session.key or "", session))
-                else:
-                    self._rekey(session, session.scope)
+            scope = session.scope
+            if session.roots is None and scope is not None and scope not in self._sessions:
+                self._rekey(session, scope)
             return
         digest = roots_digest(roots)
         key = f"{session.scope}{ROOTED}{digest}"
