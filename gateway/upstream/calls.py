@@ -161,14 +161,17 @@ class InFlight:
     # Calls blocked on an ask of their own: their handler cannot be asking anything else.
     waiting: set[int] = field(default_factory=set)
 
-    def owner(self) -> tuple[int, Exchange] | None:
+    def owner(self, question: bool = False) -> tuple[int, Exchange] | None:
         """A message off any call's stream belongs to a call only if just one could have
-        sent it: one call in flight that is not itself blocked on an ask."""
+        sent it: one call in flight that is not itself blocked on an ask (for a
+        ``question``, a call whose client cannot be asked, a listing, is none)."""
         running = [
             (upstream_id, exchange)
             for upstream_id, (exchange, _) in self.calls.items()
             if upstream_id not in self.waiting
         ]
+        if question and len(running) > 1:
+            running = [(key, exchange) for key, exchange in running if exchange.ask is not None]
         return running[0] if len(running) == 1 else None
 
     def any_asking(self) -> tuple[int, Exchange] | None:

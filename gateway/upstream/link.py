@@ -26,7 +26,17 @@ import aiohttp
 import orjson
 import structlog
 
-from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
+from gateway.core import (
+    MAY_ASK,
+    Call,
+    Event,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    Value,
+)
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
@@ -335,14 +345,30 @@ class UpstreamLink:
     ) -> Outcome:
         """``call`` on the exchange's session (``own``: on the gateway's own session of
         that key instead, which declares nothing, so holds no roots)."""
-        roots: dict[str, Any] | None = None
-        rooting = False
         if own is not None:
-            key = own
-        else:
-            rooting = self._rooting(exchange)
-            pool = self._session_key(exchange, verdict.adapter)
-            key, roots = await self._rooted(pool, call, exchange)
+            return await self._on_session(verdict, call, exchange, own, None)
+        pool = self._session_key(exchange, verdict.adapter)
+        key, roots = await self._rooted(pool, call, exchange)
+        if roots is not None or not self._rooting(exchange) or call.operation not in MAY_ASK:
+            return await self._on_session(verdict, call, exchange, key, roots)
+        key = self._sessions.claim(pool)  # its roots question can only be its own
+        try:
+            return await self._on_session(verdict, call, exchange, key, None, pool)
+        finally:
+            self._sessions.unclaim(key)
+
+    async def _on_session(
+        self,
+        verdict: Verdict,
+        call: Call,
+        exchange: Exchange,
+        key: str,
+        roots: dict[str, Any] | None,
+        pool: str | None = None,
+    ) -> Outcome:
+        """``call`` on ``key``'s session (opened with ``roots`` if need be); ``pool``:
+        a roots-free pool's, whose roots question goes to the caller."""
+        rooting = pool is not None
         for attempt in range(2):
             try:
                 session = await self._session(key, exchange, verdict, roots)
@@ -350,6 +376,8 @@ class UpstreamLink:
                 return carrier_failure(exc)
             except Failure as failure:
                 return failure
+            if pool is not None and session.scope == key:
+                session.scope = pool  # its listeners are the pool's
             try:
                 outcome = await self._sessions.run(session, call, exchange, rooting)
             except CarrierError as exc:

@@ -38,12 +38,9 @@ class UpstreamSession(Channel):
     downstream: Downstream | None = None
     principal: str = ""
     last_used: float = field(default_factory=time.monotonic)
-    opened_at: float = field(default_factory=time.monotonic)
     # The roots this session's server holds, a stateless client's (see
     # upstream/roots.py): the gateway answers it with them; None: its client is asked.
     roots: dict[str, Any] | None = None
-    # Whether its server has asked roots/list (how the gateway learns it uses roots).
-    roots_asked: bool = False
     # A pool's questions asked outside any call (the upstream's requests), held for
     # its next call; an answer of None: answered and sent upstream.
     held: Questions[dict[str, Any], dict[str, Any] | None] = field(

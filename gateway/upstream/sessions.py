@@ -22,6 +22,8 @@ import aiohttp
 import structlog
 
 from gateway.core import (
+    Answer,
+    AskKind,
     Call,
     Exchange,
     Failure,
@@ -78,6 +80,10 @@ def _busy(kind: FailureKind, limit: int) -> Failure:
     )
 
 
+def _asks_roots(message: dict[str, Any]) -> bool:
+    return message.get("method") == AskKind.LIST_ROOTS.method
+
+
 def _ended() -> Failure:
     return Failure(FailureKind.SESSION_NOT_FOUND, "the client's session has ended")
 
@@ -112,6 +118,8 @@ class SessionPool:
         self.unsolicited = Unsolicited(calls, settings.url)
         self.on_session: SessionCallback | None = None
         self._profile: ServerProfile | None = None
+        # Keys of roots-free pools with a call that may ask running (see claim).
+        self._claims: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -456,7 +464,7 @@ class SessionPool:
         to the key that names the answer."""
         if session.roots is not None:
             # Asked in the call, the pool's roots are the pool's to give, as outside it.
-            heard = partial(self.unsolicited.heard_roots, session, True)
+            heard = partial(self.unsolicited.heard_roots, True)
             ask = answering_roots(session.roots, exchange.ask, heard)
             exchange = exchange.routed(ask, exchange.emit)
         elif rooting:
@@ -477,7 +485,7 @@ class SessionPool:
     def _asking_roots(self, session: UpstreamSession) -> None:
         """A client is being asked for the roots ``session``'s server asked: no other
         call lands on it meanwhile (it leaves the roots-free pool now)."""
-        self.unsolicited.heard_roots(session, in_call=True)
+        self.unsolicited.heard_roots(in_call=True)
         if session.roots is None:
             self._rekey(session, f"{session.scope}{ROOTED}?{next(self._calls.ids)}")
 
@@ -498,6 +506,10 @@ class SessionPool:
         if session.roots is not None and roots_digest(session.roots) != digest:
             key = f"{session.scope}{ROOTED}mixed:{next(self._calls.ids)}"
         session.roots = roots
+        # Asked again while its client answered (a tool's own roots/list): answered
+        # now, with what its server was just given.
+        for message, future in session.held.take(_asks_roots):
+            future.set_result(session.adapter.client_answer(message["id"], Answer(result=roots)))
         held = self._sessions.get(key)
         if held is not None and held is not session:
             if not self._idle(held):
@@ -505,6 +517,24 @@ class SessionPool:
             else:  # the older one serves nobody the newer cannot
                 self._calls.spawn(self.drop(key, held))
         self._rekey(session, key)
+
+    def claim(self, pool: str) -> str:
+        """The key a call that may ask runs under, in a roots-free pool: one no other
+        such call holds (``pool``, then ``pool|1`` ...), so a roots question its
+        server asks, even outside the call's own stream, can only be this call's
+        (its client's roots never reach another's call); past the principal's pool
+        bound, ``pool`` shared.  Let go with :meth:`unclaim`."""
+        for n in range(MAX_POOLS_PER_PRINCIPAL):
+            key = f"{pool}|{n}" if n else pool
+            if not self._claims[key]:
+                break
+        else:
+            key = pool
+        self._claims[key] += 1
+        return key
+
+    def unclaim(self, key: str) -> None:
+        self._claims -= Counter({key: 1})
 
     def take_over(self, pool: str, key: str, roots: dict[str, Any]) -> None:
         """A client asked first gives ``roots`` (``key`` names them): the pool's idle

@@ -145,14 +145,13 @@ class Unsolicited:
         own (its key names them: no client is asked); None for any other request."""
         if message.get("method") != AskKind.LIST_ROOTS.method:
             return None
-        self.heard_roots(session, in_call=False)
+        self.heard_roots(in_call=False)
         if session.roots is None:
             return None
         return session.adapter.client_answer(message["id"], Answer(result=session.roots))
 
-    def heard_roots(self, session: UpstreamSession, in_call: bool) -> None:
-        """``session``'s server asked ``roots/list``, in a call or outside one."""
-        session.roots_asked = True
+    def heard_roots(self, in_call: bool) -> None:
+        """A session's server asked ``roots/list``, in a call or outside one."""
         if self.roots_heard is not None:
             self.roots_heard(in_call)
 
@@ -161,7 +160,7 @@ class Unsolicited:
     ) -> Awaitable[dict[str, Any] | None]:
         """Who answers a server request, decided now: a question the pool holds is
         queued before the session's next call can look for it."""
-        owner = session.inflight.owner()
+        owner = session.inflight.owner(question=True)
         if owner is None and session.downstream is not None:
             # A client session's calls are all that client's: any call's own stream
             # reaches it, where it reads (it may have no standalone stream open).
