@@ -35,8 +35,9 @@ WAIT = 10.0
 class RootsServer:
     """A 2025-06-18 server; ``told`` holds each session's last roots answer."""
 
-    def __init__(self, asks_on_start: bool = False) -> None:
+    def __init__(self, asks_on_start: bool = False, asks_on_get: bool = False) -> None:
         self.asks_on_start = asks_on_start
+        self.asks_on_get = asks_on_get
         self.streams: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.told: dict[str, list[str]] = {}
@@ -102,12 +103,17 @@ class RootsServer:
             self._roots_of(session).set()
 
     async def _rooted(self, request: web.Request, session: str, id_: Any) -> web.StreamResponse:
-        """Asks roots/list on the call's own stream, then says what it was told."""
+        """Asks roots/list on the call's own stream (``asks_on_get``: on the session's
+        GET stream, as a TypeScript server's ``server.listRoots()`` in a tool does),
+        then says what it was told."""
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
         question = self._question()
         future = self.waiting[question["id"]] = asyncio.get_running_loop().create_future()
-        await stream.write(_sse(question))
+        if self.asks_on_get:
+            self.streams.setdefault(session, asyncio.Queue()).put_nowait(question)
+        else:
+            await stream.write(_sse(question))
         answer = await asyncio.wait_for(future, WAIT)
         roots = [r["uri"] for r in answer.get("result", {}).get("roots", [])]
         await stream.write(_sse(_result(id_, {"content": [_text(json.dumps(roots))]})))
@@ -273,3 +279,24 @@ async def test_a_rounds_answer_is_not_charged_again_by_rate_limits(tmp_path: Pat
                 await runner.cleanup()
     assert alice.exchanges == 2 and alice.asked == ["roots/list"]
     assert refused.status == 429, refused.text
+
+
+async def test_concurrent_clients_asked_off_their_calls_streams_keep_their_own_roots(
+    tmp_path: Path,
+) -> None:
+    """Two clients' calls at once, each tool asking roots on the session's GET stream
+    (where no call's own stream names whose question it is): each call runs on a
+    session of its own, so each question is its own caller's, and each tool sees its
+    own caller's roots, never the other's."""
+    server = RootsServer(asks_on_get=True)
+    async with serving(server) as (url, runner):
+        with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    alice, bob = Client(http, gw.url(), A), Client(http, gw.url(), B)
+                    for _ in range(3):
+                        told = await asyncio.gather(alice.call("rooted"), bob.call("rooted"))
+                        assert [json.loads(text_of(t)) for t in told] == [[A], [B]]
+            finally:
+                await runner.cleanup()
+    assert alice.asked == bob.asked == ["roots/list"] * 3
