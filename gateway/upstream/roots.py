@@ -6,7 +6,9 @@ some earlier caller answered, a later caller's tools could run in that caller's
 directories.  So, per client (``roots=per-client``, the default), a stateless
 client that declared ``roots`` is asked only what its server asks:
 
-- a call runs at once on a pool that holds no client's roots;
+- a call runs at once on a pool that holds no client's roots, a call that may
+  ask alone among such calls on its session (``SessionPool.claim``), so a roots
+  question is its own even when the server asks it off the call's stream;
 - when the server asks ``roots/list`` inside the call, the call's client is asked
   in the call's own round (like an elicitation); asked outside a call (after
   ``initialized``), the question is held and put to the pool's next call's client
