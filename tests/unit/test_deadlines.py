@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.upstream.calls import Deadlines
+from gateway.upstream.deadlines import Deadlines
 
 
 async def test_a_call_past_its_deadline_is_cancelled_and_knows_why() -> None:
