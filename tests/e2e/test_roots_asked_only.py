@@ -300,3 +300,25 @@ async def test_concurrent_clients_asked_off_their_calls_streams_keep_their_own_r
             finally:
                 await runner.cleanup()
     assert alice.asked == bob.asked == ["roots/list"] * 3
+
+
+async def test_roots_per_session_asks_first_as_the_operator_said(tmp_path: Path) -> None:
+    """`roots=per-session` says the server keeps roots per session from the start: each
+    call that may ask is asked for its roots first, and runs on a session of exactly
+    those (two clients, two sessions)."""
+    server = RootsServer()
+    async with serving(server) as (url, runner):
+        with gateway(f"/mcp={url},roots=per-session", tmp_path=tmp_path) as gw:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    alice, bob = Client(http, gw.url(), A), Client(http, gw.url(), B)
+                    assert text_of(await alice.call("plain")) == "plain"
+                    assert text_of(await bob.call("plain")) == "plain"
+                    assert text_of(await alice.call("plain")) == "plain"
+                    ready = await _readyz(http, gw.base)
+            finally:
+                await runner.cleanup()
+    assert ready["roots"] == "per-session", ready
+    assert alice.asked == ["roots/list"] * 2 and bob.asked == ["roots/list"]
+    first, second, third = (session for session, _ in server.calls)
+    assert first == third != second
