@@ -334,9 +334,14 @@ class Adapter2026_07_28(Adapter2025_11_25):
         wanted = params.get("notifications")
         wanted = wanted if isinstance(wanted, dict) else {}
         uris = wanted.get(URIS_KEY)
+        if uris is not None and not (
+            isinstance(uris, list) and all(isinstance(uri, str) for uri in uris)
+        ):
+            # A URI a rule cannot read must not be read loosely upstream either.
+            raise Failure(FailureKind.INVALID_PARAMS, f"{URIS_KEY} must be a list of URIs")
         return Interest(
             frozenset(method for key, method in LIST_KEYS.items() if wanted.get(key) is True),
-            tuple(uris) if isinstance(uris, list) else None,
+            tuple(uris) if uris is not None else None,
         )
 
     def listen_acknowledgement(self, honoured: Interest) -> Event:
@@ -349,7 +354,10 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if event.method != ACKNOWLEDGED:
             return None
         # A filter that is no object honours nothing (listen_interest reads it so).
-        return self.listen_interest({"notifications": event.params.get("notifications")})
+        try:
+            return self.listen_interest({"notifications": event.params.get("notifications")})
+        except Failure:
+            return Interest()  # URIs that are not a list of strings: none honoured
 
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False
