@@ -471,7 +471,7 @@ class _Answering:
     ) -> None:
         self.calls, self.channel, self.upstream_id = calls, channel, upstream_id
         self.exchange, self.headers = exchange, headers
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[asyncio.Task[None], dict[str, Any]] = {}  # the question each answers
         self.clock = clock
         self.asked = 0  # requests the upstream sent in this call
 
@@ -508,7 +508,7 @@ class _Answering:
         if not self.tasks and self.clock is not None:
             self.clock.pause()  # the upstream waits on the client now, not we on it
         task = self.calls.spawn(self._answer(message))
-        self.tasks.add(task)
+        self.tasks[task] = message
         task.add_done_callback(self._done)
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -516,7 +516,7 @@ class _Answering:
         await self.calls.send_answer(self.channel.carrier, answer, self.headers)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         if not self.tasks and self.clock is not None:
             self.clock.resume()
         if not self.tasks and self.channel.inflight is not None:
@@ -529,9 +529,19 @@ class _Answering:
             await asyncio.wait(set(self.tasks))
 
     def stop(self) -> None:
-        """The call was abandoned: what it asked no longer needs an answer."""
-        for task in list(self.tasks):
+        """The call was abandoned: what it asked no longer needs an answer.  Ended
+        by the bound on waiting for the client, each open question is refused (the
+        upstream may still be waiting on it as it reads the cancel notice)."""
+        waited = self.clock is not None and self.clock.expired == "ask_timeout"
+        for task, message in list(self.tasks.items()):
             task.cancel()
+            if waited:
+                refusal = rpc.error(
+                    message["id"], -32603, "the client did not answer within ask_timeout"
+                )
+                self.calls.spawn(
+                    self.calls.send_answer(self.channel.carrier, refusal, self.headers)
+                )
 
 
 def _uncancel() -> int:

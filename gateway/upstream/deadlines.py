@@ -50,10 +50,10 @@ class Clock:
 
     def out_of_time(self, now: float) -> str | None:
         """Why the call must end at ``now`` (None: it may go on)."""
-        if self.paused:
-            waited = self.waited + now - self.paused_at
-            return "ask_timeout" if waited >= self.waits else None
-        return "timeout" if self.due <= now else None
+        waited = self.waited + (now - self.paused_at if self.paused else 0.0)
+        if waited >= self.waits:
+            return "ask_timeout"  # waiting on the client, now or before, used it up
+        return "timeout" if self.due <= now and not self.paused else None
 
 
 class Deadlines:

@@ -21,8 +21,9 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
 # Seconds: to connect, for one call's answer, for the era probe's answer.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 300.0
-# How long one call may wait on its client in all (seconds): a person answering.
-DEFAULT_ASK_TIMEOUT = 300.0
+# How long one call may wait on its client in all (seconds): a person answering; as
+# long as a parked call's round lives by default (the settings' park_ttl).
+DEFAULT_ASK_TIMEOUT = 600.0
 DEFAULT_PROBE_TIMEOUT = 10.0
 # Connections one route keeps open to its upstream at once.
 DEFAULT_MAX_CONNECTIONS = 1024

@@ -37,7 +37,8 @@ class Flooder:
 
     def __init__(self, questions: int = QUESTIONS, on_get: bool = False) -> None:
         self.questions, self.on_get = questions, on_get
-        self.answers = 0
+        self.answered: set[str] = set()  # the questions answered (or refused)
+        self.all_answered = asyncio.Event()
         self.streams: dict[str, asyncio.Queue[dict[str, Any]]] = {}
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -49,7 +50,9 @@ class Flooder:
         message = json.loads(await request.read())
         method = message.get("method")
         if method is None:
-            self.answers += 1
+            self.answered.add(str(message.get("id")))
+            if len(self.answered) == self.questions:
+                self.all_answered.set()
             return web.Response(status=202)
         if "id" not in message:
             return web.Response(status=202)
@@ -179,6 +182,10 @@ async def test_a_wait_for_the_client_is_bounded(tmp_path: Path) -> None:
         with gateway(route, tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
                 messages, took = await _call(http, gw.url())
+            # Every question is refused upstream: past the per-call bounds at once,
+            # those put to the client when the wait for it ran out.
+            async with asyncio.timeout(10):
+                await server.all_answered.wait()
     asked = [m for m in messages if m.get("method") == "elicitation/create"]
     final = messages[-1]
     assert asked, f"no question reached the client on the call's own stream: {messages[:3]}"
