@@ -472,6 +472,13 @@ class Settings(BaseSettings):
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
+    # The operators' console (gateway/console): off unless asked for, on a listener of
+    # its own; its token only from GATEWAY_CONSOLE_TOKEN.  Bodies are recorded only
+    # when asked for; each route keeps its last ``console_calls`` calls.
+    console: bool = False
+    console_listen: str = "127.0.0.1:9090"
+    console_bodies: bool = False
+    console_calls: int = Field(200, ge=1, le=10_000)
     # Rate limits of every route that sets none of its own (route options of the same
     # names): per principal, and per principal and tool, N/s, N/m or N/h, with bursts.
     rate: str | None = None

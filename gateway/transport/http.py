@@ -149,7 +149,9 @@ class Responder:
         self._not_soon()
         if self._opening is not None:
             await self._opening
-        if self.stream is None and not self._streamed:
+        if self.stream is None and (not self._streamed or status != 200):
+            # Nothing streamed yet, and a status to tell (a refusal known before the
+            # upstream was asked, say a rate limit's 429): plain JSON carries it.
             return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
         async with self._lock:
             head = await self._start() if self.stream is None else b""

@@ -377,6 +377,9 @@ class Runner:
         if self.route.observers:
             self._observe(call, adapter, profile, outcome, started)
         message = adapter.encode(call, profile, outcome)
+        tap = self.route.console
+        if tap is not None:
+            tap(call, adapter.version, arrival.principal, profile, outcome, message, started)
         if isinstance(outcome, Failure) and not adapter.failure_is_result(outcome, call.operation):
             return Reply(message, adapter.http_status(outcome), dict(outcome.headers))
         return Reply(message, 200, {})

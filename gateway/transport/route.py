@@ -12,7 +12,7 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
 from gateway.core.limits import Quota
 from gateway.protocol import AdapterSet
-from gateway.transport.common import CallObserver
+from gateway.transport.common import CallObserver, CallTap
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
 
@@ -53,6 +53,8 @@ class Route:
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
+    # The console's recent-calls tap (None, one attribute check a call, when it is off).
+    console: CallTap | None = None
     # The route's OAuth side (None: no credentials are checked or passed on specially).
     auth: RouteAuth | None = None
     # Who a caller is: a keyed digest of its credentials and tenant headers.

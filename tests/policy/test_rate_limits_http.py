@@ -24,6 +24,7 @@ from tests.e2e.fake_client import (
 from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
 
 LIMITS = "rate=3/h,burst=3,tool_rate=2/h,tool_burst=2"
+ADD = {"a": 1, "b": 2}
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,21 @@ async def test_one_token_is_one_caller_however_its_scheme_is_spelled(
                 assert reply.status == 200, reply.text
                 answered += 1
     assert (answered, limited) == (3, 7)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_a_refusal_is_a_plain_json_429_in_every_revision(
+    running: RunningGateway, http: aiohttp.ClientSession, version: str
+) -> None:
+    """Refused before anything went upstream, a call is answered as JSON with its 429
+    and Retry-After, also where the revision streams calls that may run long
+    (2025-11-25 primes such a stream): never an HTTP 200 stream carrying the error."""
+    frank = await Caller(http, running.url("/limited"), f"frank-{version}", version).open()
+    for tool, arguments in (("echo", {"text": "x"}), ("echo", {"text": "y"}), ("add", ADD)):
+        assert (await frank.tool(tool, arguments)).status == 200
+    refused = await frank.tool("add", ADD)
+    assert refused.content_type == "application/json", refused.text
+    assert_limited(refused, "")
 
 
 async def test_a_batch_answers_each_refused_call_with_its_error(
