@@ -339,6 +339,7 @@ class Gateway:
             ),
             forward_headers=forward,
             max_body=self.max_body_bytes,
+            ask_timeout=spec.ask_timeout,
             sessions=SessionStore(
                 idle_timeout=self.session_idle_timeout,
                 max_sessions=limits.max_sessions,

@@ -125,11 +125,14 @@ class Backend:
         verdict = link.verdict
         if verdict is None:
             return {"ready": False, "error": "the upstream's protocol era is not known"}
-        return {
+        ready: dict[str, Any] = {
             "ready": True,
             "upstream_revision": verdict.adapter.version,
             "transport": verdict.transport,
         }
+        if verdict.adapter.has_handshake:  # how a stateless client's roots are had
+            ready["roots"] = link.roots_mode
+        return ready
 
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""

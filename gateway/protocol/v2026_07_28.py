@@ -152,6 +152,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
         # Legacy "resource not found" reads as invalid params here.
         return -32602 if code == -32002 else code
 
+    def http_status(self, failure: Failure) -> int:
+        code = failure.code
+        if failure.kind is FailureKind.UPSTREAM_ERROR and code in self.era_refusal_codes:
+            # Passed through from an upstream of another era (a handshake-era server
+            # refusing a capability the client did not declare, say), the code means
+            # here what this revision says it means, and its status goes with it.
+            return self.statuses.get(self.client_error_kinds[code], 200)
+        return super().http_status(failure)
+
     # ---------------------------------------------------------------- server
 
     def check_params(
