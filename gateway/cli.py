@@ -92,6 +92,7 @@ RouteOption = Annotated[
         help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
         "version=REV (pin the upstream's revision), transport=auto|http|sse, "
         "timeout=SECONDS, ask_timeout=SECONDS (a call's waits on its client, in all), "
+        "keepalive=SECONDS (a comment on a client's quiet SSE answer; 0: off), "
         "connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
         "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
         "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "

@@ -46,6 +46,7 @@ from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
 from gateway.policy import Rate, Rule
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_KEEPALIVE,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_INFLIGHT,
@@ -88,6 +89,7 @@ ROUTE_OPTIONS = {
     "transport",
     "timeout",
     "ask_timeout",
+    "keepalive",
     "connect_timeout",
     "probe_timeout",
     "ttl_ms",
@@ -148,6 +150,8 @@ class RouteSpec(BaseModel):
     # How long one call may wait on its client in all (the upstream's questions being
     # answered: `timeout`'s clock is paused meanwhile), and each question at most.
     ask_timeout: float = Field(DEFAULT_ASK_TIMEOUT, gt=0)
+    # The gateway-wide keepalive for this route's SSE answers (None: that one).
+    keepalive: float | None = Field(None, ge=0)
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -449,6 +453,9 @@ class Settings(BaseSettings):
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
     body_timeout: float = Field(DEFAULT_BODY_TIMEOUT, gt=0)
     stream_idle_timeout: float = Field(DEFAULT_STREAM_IDLE_TIMEOUT, gt=0)
+    # An open SSE answer to a client (a standalone or HTTP+SSE stream, a long call's,
+    # a listen) quiet this long gets a comment, so that idle proxies keep it; 0: never.
+    keepalive: float = Field(DEFAULT_KEEPALIVE, ge=0)
     # File descriptors kept free: with fewer than this left under the process's
     # limit, new requests get 503 (the ops endpoints still answer).
     fd_reserve: int = Field(DEFAULT_FD_RESERVE, ge=0)
