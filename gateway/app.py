@@ -339,6 +339,7 @@ class Gateway:
             ),
             forward_headers=forward,
             max_body=self.max_body_bytes,
+            ask_timeout=spec.ask_timeout,
             sessions=SessionStore(
                 idle_timeout=self.session_idle_timeout,
                 max_sessions=limits.max_sessions,
@@ -350,6 +351,7 @@ class Gateway:
             max_batch=limits.max_batch,
             body_timeout=limits.body_timeout,
             stream_idle_timeout=limits.stream_idle_timeout,
+            keepalive=limits.keepalive if spec.keepalive is None else spec.keepalive,
             calls=Quota("calls in flight", limits.max_inflight_per_principal, limits.max_inflight),
             streams=Quota("open streams", limits.max_streams_per_principal, limits.max_streams),
             notices=Quota(

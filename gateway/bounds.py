@@ -20,6 +20,7 @@ from gateway.policy import (
 from gateway.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT, RATE_OFF, RouteSpec
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_KEEPALIVE,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INFLIGHT,
     DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
@@ -54,6 +55,7 @@ class Limits:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    keepalive: float = DEFAULT_KEEPALIVE
     fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
     # Rate limits of routes that set none of their own (see gateway/policy).

@@ -24,6 +24,9 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_MAX_BATCH = 64
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_STREAM_IDLE_TIMEOUT = 300.0
+# An open SSE answer quiet this long gets a comment (seconds; 0: never), so that a
+# proxy's idle timeout between client and gateway (nginx's 60 s) does not cut it.
+DEFAULT_KEEPALIVE = 15.0
 # Calls in flight and open standalone streams: per principal, and in all.
 DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL = 200
 DEFAULT_MAX_INFLIGHT = 2_000
@@ -50,6 +53,7 @@ class Route:
     # idle (nothing to send, or a client that does not read).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    keepalive: float = DEFAULT_KEEPALIVE
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
