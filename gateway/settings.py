@@ -504,9 +504,13 @@ class Settings(BaseSettings):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, value: str | None) -> str | None:
-        schemes = ("redis://", "rediss://", "unix://", "valkey://", "file://")
+        redis = ("redis://", "rediss://", "unix://", "valkey://")
+        schemes = (*redis, "redis+sentinel://", "valkey+sentinel://", "file://")
         if value is not None and not value.startswith(schemes) and value != "memory:":
-            raise ValueError("expected redis://HOST:PORT/DB (or file:///DIR on one machine)")
+            raise ValueError(
+                "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE "
+                "(or file:///DIR on one machine)"
+            )
         return value
 
     @field_validator("advertise")
