@@ -4,7 +4,9 @@ baseline.json holds, per lane, each scenario as `"pass"` or `"fail: <failing che
 ids>"` (one line each, sorted, so a re-recording reads as a plain diff), and under
 `excluded` the scenarios that flip on their own, with the reason; the gate ignores
 those.  `compare` is the gate: a scenario recorded as passing that no longer passes
-is lost; one that passes but is not recorded as passing is gained and must be
+is lost, and so is a check newly failing in a scenario recorded as failing (its
+recorded check ids are the ones allowed to fail); one that passes but is not
+recorded as passing is gained and must be
 recorded (`python -m tests.conformance.run --update-baseline`) in the same commit.
 """
 
@@ -73,6 +75,13 @@ def compare(recorded: Mapping[str, Any], name: str, lane: Lane) -> Drift:
         if was == PASS and (ran is None or not ran.passed):
             why = ran.summary() if ran else "did not run"
             drift.lost.append(f"{name} {scenario}: {why or 'no check judged'}")
+        elif was is not None and ran is not None and not ran.passed:
+            # A scenario recorded as failing must not fail more of its checks.
+            allowed = set(was.removeprefix("fail: ").split(", "))
+            new = [c for c in ran.failures if c.id not in allowed]
+            if new:
+                why = "; ".join(f"{c.id}: {c.message}"[:200] for c in new[:3])
+                drift.lost.append(f"{name} {scenario}: also fails {why}")
         elif ran is not None and ran.passed and was != PASS:
             drift.gained.append(f"{name} {scenario}: passes, recorded as {was or 'absent'!r}")
     return drift

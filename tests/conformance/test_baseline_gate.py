@@ -29,6 +29,13 @@ def test_a_recorded_pass_that_fails_is_lost_with_lane_scenario_and_check() -> No
     assert drift.gained == []
 
 
+def test_a_check_newly_failing_in_a_recorded_failure_is_lost() -> None:
+    lane = _lane(tools=False)
+    lane.scenarios["tools"].checks.append(Check("wire-schema-valid", "FAILURE", "bad"))
+    drift = baseline.compare(_recorded(tools="fail: tools-check"), "legacy-via-gateway", lane)
+    assert drift.lost == ["legacy-via-gateway tools: also fails wire-schema-valid: bad"]
+
+
 def test_a_recorded_pass_that_did_not_run_is_lost() -> None:
     drift = baseline.compare(_recorded(ping="pass"), "legacy-via-gateway", _lane())
     assert drift.lost == ["legacy-via-gateway ping: did not run"]
@@ -45,7 +52,9 @@ def test_a_pass_not_recorded_as_one_is_gained() -> None:
 
 
 def test_unchanged_and_excluded_scenarios_are_not_judged() -> None:
-    recorded = _recorded({"flaky": "flips under load"}, ping="pass", tools="fail: x", flaky="pass")
+    recorded = _recorded(
+        {"flaky": "flips under load"}, ping="pass", tools="fail: tools-check", flaky="pass"
+    )
     lane = _lane(ping=True, tools=False, flaky=False)
     assert baseline.compare(recorded, "legacy-via-gateway", lane) == baseline.Drift()
 

@@ -5,7 +5,8 @@ both kinds of fixture upstream directly (the control), through one `gateway serv
 their own era, and through one in the other era.  baseline.json (committed) records
 every lane's verdict per scenario; the gate is the one source of truth:
 
-* a scenario recorded as `pass` that fails now fails `test_lane_keeps_its_passes`,
+* a scenario recorded as `pass` that fails now, or recorded as `fail: <check ids>`
+  that fails a check not listed, fails `test_lane_keeps_its_passes`,
   naming lane, scenario and failing checks;
 * a scenario that passes but is recorded as failing (or not at all) fails
   `test_lane_gains_are_recorded`: record it in the same commit with
