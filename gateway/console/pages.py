@@ -46,10 +46,18 @@ def routes_table(routes: list[dict[str, Any]]) -> str:
             ", ".join(f"{escape(v)}: {n}" for v, n in sorted(r["sessions"].items())) or "none"
         )
         policy = "<br>".join(escape(p) for p in r["policy"]) or "none"
+        health = r.get("health")
+        if health is None:
+            shown = "checking"
+        elif health.get("ready"):
+            shown = "ready"
+        else:
+            shown = f"not ready: {escape(str(health.get('error', '')))}"
         rows.append(
             f'<tr data-route="{escape(r["path"])}">'
             f'<td><a href="/calls?{escape(urlencode({"route": r["path"]}))}">'
             f"{escape(r['path'])}</a></td><td>{escape(r['upstream'])}</td>"
+            f"<td class=health>{shown}</td>"
             f"<td>{escape(r['transport'] or 'not yet known')}</td>"
             f"<td class=revision>{escape(r['revision'] or 'not yet known')}</td>"
             f"<td>{_when(r['found_at'])}</td><td>{policy}</td>"
@@ -58,7 +66,8 @@ def routes_table(routes: list[dict[str, Any]]) -> str:
             f"<td>{sessions}</td></tr>"
         )
     head = (
-        "<tr><th>Route</th><th>Upstream</th><th>Transport</th><th>Revision found</th>"
+        "<tr><th>Route</th><th>Upstream</th><th>Health</th><th>Transport</th>"
+        "<th>Revision found</th>"
         "<th>Found (first seen)</th><th>Policy</th><th>Calls</th><th>Failures</th>"
         "<th>Refusals</th><th>Parked</th><th>Sessions by client revision</th></tr>"
     )

@@ -8,6 +8,7 @@ or as ``input_required`` in the stateless one) waits for the operator's answer."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 import time
@@ -44,6 +45,8 @@ MAX_RUNS = 32
 MAX_RUNNING = 8
 ANSWER_TIMEOUT = 300.0
 ROUNDS = 8  # input_required rounds one call may take
+# How long closing waits for the playground's own upstream sessions to end (seconds).
+CLOSE_WITHIN = 2.0
 
 
 @dataclass
@@ -173,6 +176,10 @@ class Playground:
             if run.task is not None:
                 run.task.cancel()
         for link in self._links.values():
-            await link.close()
+            # Its sessions are the gateway's own, which is shutting down and may no
+            # longer answer their DELETE: not waited for past CLOSE_WITHIN.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_WITHIN):
+                    await link.close()
         if self._http is not None:
             await self._http.close()

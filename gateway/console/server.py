@@ -179,9 +179,11 @@ class Console:
         raise web.HTTPFound("/routes")
 
     async def _routes(self, request: web.Request) -> web.Response:
+        await self.view.check_health()
         return self._page("Routes", pages.routes_table(self.view.snapshot()), "/fragment/routes")
 
     async def _routes_fragment(self, request: web.Request) -> web.Response:
+        await self.view.check_health()
         return web.Response(text=pages.routes_table(self.view.snapshot()), content_type="text/html")
 
     def _calls_html(self, request: web.Request) -> str:

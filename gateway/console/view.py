@@ -3,6 +3,7 @@ backend, sessions and policy) and its metrics registry (calls, failures, refusal
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,6 +13,11 @@ from gateway.settings import RouteSpec
 from gateway.transport.route import Route
 
 __all__ = ["RoutesView"]
+
+# How often a route's health is checked again for the page (seconds), and how long
+# one check may take (the check /readyz makes: the era known, the upstream reachable).
+HEALTH_EVERY = 5.0
+HEALTH_WITHIN = 2.0
 
 
 class RoutesView:
@@ -26,6 +32,23 @@ class RoutesView:
         self.metrics = metrics
         # When the console first saw each route's upstream revision (wall clock).
         self._found: dict[tuple[str, str], float] = {}
+        # Each route's last health check: (when, loop time; the check's verdict).
+        self._health: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._checking = asyncio.Lock()
+
+    async def check_health(self) -> None:
+        """Check again the routes whose health is older than HEALTH_EVERY (at once, one
+        page refresh at a time: a page left open costs a check every few seconds)."""
+        async with self._checking:
+            now = asyncio.get_running_loop().time()
+            stale = [
+                r
+                for r in self.routes()
+                if now - self._health.get(r.path, (-1e9, {}))[0] > HEALTH_EVERY
+            ]
+            found = await asyncio.gather(*(r.backend.ready(HEALTH_WITHIN) for r in stale))
+            for route, verdict in zip(stale, found, strict=True):
+                self._health[route.path] = (now, verdict)
 
     def snapshot(self) -> list[dict[str, Any]]:
         specs = {spec.path: spec for spec in self.specs()}
@@ -52,6 +75,7 @@ class RoutesView:
             "refusals": int(counts.get((route.path, "gateway_policy_refusals_total"), 0)),
             "parked": backend.forwarder.parked_count,
             "sessions": route.sessions.by_revision(),
+            "health": self._health.get(route.path, (0.0, None))[1],
         }
 
     def _counts(self) -> dict[tuple[str, str], float]:
