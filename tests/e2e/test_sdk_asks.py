@@ -66,7 +66,7 @@ async def test_three_concurrent_asks_come_in_one_round(
     alice = client(http, gw, ALL_ASKS)
     requests, state = input_required(await alice.call("ask_three"))
     # The server asks roots inside the call only: they come in the call's one round,
-    # not in one of their own first (README: Sessions).
+    # not in one of their own first (docs/using/sessions.md).
     methods = sorted(r["method"] for r in requests.values())
     assert methods == ["elicitation/create", "roots/list", "sampling/createMessage"], requests
     answers = {key: answer_for(r["method"]) for key, r in requests.items()}
