@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -29,14 +28,13 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from tests.cluster.client import greet_first, owner_of
-from tests.cluster.conftest import Cluster, _process, program, replicas_behind_nginx, wait_port
 from tests.cluster.test_owner_unknown import (
     Pair,
-    Redis,
     echo_at_b,
     greet_at_b,
     owner_of_session,
     session_on_a,
+    two_replicas,
     wait_registered,
 )
 from tests.e2e.gateway_proc import free_port
@@ -46,19 +44,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    tmp = tmp_path_factory.mktemp("blips")
-    store = Redis(free_port(), tmp)
-    store.start()
-    demo_port = free_port()
-    demo_argv = [sys.executable, "-m", "gateway", "demo", "--listen", f"127.0.0.1:{demo_port}"]
-    try:
-        with _process(demo_argv, tmp / "demo.log") as demo:
-            wait_port(demo_port, 10.0, demo)
-            cluster = Cluster(tmp, store.url, f"http://127.0.0.1:{demo_port}/mcp", free_port())
-            with replicas_behind_nginx(cluster, program("nginx"), count=2):
-                yield Pair(cluster, store)
-    finally:
-        store.stop()
+    with two_replicas(tmp_path_factory.mktemp("blips")) as found:
+        yield found
 
 
 @pytest.fixture

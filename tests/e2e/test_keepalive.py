@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.cluster.conftest import _process, program, wait_port
+from tests.cluster.conftest import NGINX_CONF, _process, program, wait_port
 from tests.e2e.fake_client import NEWEST_HANDSHAKE, SseReader, open_session
 from tests.e2e.fake_upstreams import FakeUpstream
 from tests.e2e.gateway_proc import HeldPort, RunningGateway, free_port, gateway
@@ -29,33 +29,6 @@ from tests.e2e.test_subscriptions import ACK, TOOLS_CHANGED, get_stream, listen
 PROXY_TIMEOUT = 2  # seconds (nginx takes whole ones)
 OPEN_FOR = 6.0  # three of nginx's timeouts
 NOTIFY_AT = 5.5
-
-NGINX = """
-daemon off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/nginx-body;
-    proxy_temp_path {tmp}/nginx-proxy;
-    fastcgi_temp_path {tmp}/nginx-fastcgi;
-    uwsgi_temp_path {tmp}/nginx-uwsgi;
-    scgi_temp_path {tmp}/nginx-scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://127.0.0.1:{gateway};
-            proxy_http_version 1.1;
-            proxy_set_header Host $http_host;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_read_timeout {timeout}s;
-        }}
-    }}
-}}
-"""
 
 
 @pytest.fixture
@@ -78,8 +51,9 @@ def proxy(gw: RunningGateway, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     conf = tmp_path / "nginx.conf"
     gateway_port = int(gw.base.rsplit(":", 1)[1])
+    servers = f"        server 127.0.0.1:{gateway_port};"
     conf.write_text(
-        NGINX.format(tmp=tmp_path, port=port, gateway=gateway_port, timeout=PROXY_TIMEOUT)
+        NGINX_CONF.format(tmp=tmp_path, servers=servers, port=port, read_timeout=PROXY_TIMEOUT)
     )
     argv = [program("nginx"), "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "e.log")]
     with _process(argv, tmp_path / "nginx.log") as nginx:
