@@ -227,8 +227,9 @@ class ClusterNode:
     ) -> web.StreamResponse | Failure | None:
         """The owner's answer.  An owner that refuses a connection for a moment is not
         dead: while the store still has it registered (its heartbeat is the judge) the
-        request is sent again, a few times within RELAY_PATIENCE; still refused, it is
-        a 503 to send again.  None: answer here (the owner is gone)."""
+        request is sent again, a few times within RELAY_PATIENCE.  None: answer here,
+        as for a gone owner (unregistered meanwhile, or still refusing: a crashed
+        owner's registration outlives it by up to a heartbeat TTL)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + RELAY_PATIENCE
         pause = 0.1
@@ -237,8 +238,8 @@ class ClusterNode:
                 return await self.relay.forward(request, body, target.url)
             except Unreached as exc:
                 if loop.time() + pause > give_up:
-                    log.warning("relay refused: owner registered but unreachable", error=str(exc))
-                    return _send_again("the replica that holds this session or call is busy")
+                    log.warning("relay refused: owner unreachable, taken for gone", error=str(exc))
+                    return None
             await asyncio.sleep(pause)  # a pause before asking again, not a synchronisation
             pause *= 2
             try:
