@@ -26,7 +26,7 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__, otel, tracing
+from gateway import __version__, otel, route_options, tracing
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
@@ -89,18 +89,7 @@ RouteOption = Annotated[
         "--route",
         "-r",
         metavar="PATH=UPSTREAM[,key=value...]",
-        help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
-        "version=REV (pin the upstream's revision), transport=auto|http|sse, "
-        "timeout=SECONDS, connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
-        "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
-        "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
-        "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR.  "
-        "Exposure: tools=allow:PATTERN|... or tools=deny:PATTERN|... (glob patterns on "
-        "names), prompts=... likewise, resources=... (on URIs and URI templates).  Rate "
-        "limits: rate=N/s (or N/m, N/h; per caller), burst=N, tool_rate=N/s (per caller and "
-        "tool), tool_burst=N, rate=off, rate_fallback=open|closed.  "
-        "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
-        "fronts its bundled demo server at /mcp.",
+        help=route_options.help_text(),
     ),
 ]
 
