@@ -82,7 +82,7 @@ ENV_PREFIX = "GATEWAY_"
 TRANSPORTS = ("auto", "http", "sse")
 CACHE_SCOPES = ("private", "public")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("json", "console")
+LOG_FORMATS = ("auto", "json", "console")
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 # Gateway-wide defaults (the per-route ones belong to the modules that use them).
 DEFAULT_DRAIN_TIMEOUT = 30.0
@@ -370,7 +370,8 @@ class Settings(BaseSettings):
     listen: str = "127.0.0.1:8080"
     routes: Annotated[list[RouteSpec], NoDecode] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console"] = "json"
+    # auto: console lines at a terminal, else JSON (one object a line).
+    log_format: Literal["auto", "json", "console"] = "auto"
     # auto: uvloop when it is installed (the `uvloop` extra), else asyncio's own loop.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
     session_idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
@@ -469,6 +470,8 @@ class Settings(BaseSettings):
     @field_validator("listen")
     @classmethod
     def _listen(cls, value: str) -> str:
+        if value.isdigit():  # a bare port: on loopback
+            value = f"127.0.0.1:{value}"
         _host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:8080")
