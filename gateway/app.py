@@ -48,6 +48,7 @@ from gateway.observability import Metrics, RequestIds, log_call
 from gateway.ops import OPS_PATHS, Ops
 from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
+from gateway.route_check import RouteVerdict, watch
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
     ROUTE_OPTIONS,
@@ -58,6 +59,7 @@ from gateway.settings import (
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
+from gateway.transport.page import page
 from gateway.transport.post import WholeAnswer
 from gateway.transport.route import (
     DEFAULT_FORWARD_HEADERS,
@@ -315,6 +317,8 @@ class Gateway:
             app.router.add_route("DELETE", spec.path, endpoint.delete)
         WellKnown([e.route.auth for e in self.endpoints if e.route.auth is not None]).register(app)
         self.ops.register(app)
+        if all(spec.path != "/" for spec in self.specs):
+            app.router.add_get("/", self._front_page)
         return app
 
     def _route(self, spec: RouteSpec, loopback: bool) -> Route:
@@ -431,6 +435,11 @@ class Gateway:
             trust_forwarded=self.trust_forwarded,
             upstream=UpstreamAuth(spec.upstream, fetcher),
         )
+
+    async def _front_page(self, request: web.Request) -> web.StreamResponse:
+        """``/`` (no route there): the page naming the routes, for a browser."""
+        refused = self.ops.refused(request)  # the same Host check as the ops endpoints
+        return refused or page(request, [e.route.path for e in self.endpoints])
 
     @web.middleware
     async def _context_middleware(
@@ -606,8 +615,11 @@ class Gateway:
                 await self._release()
                 raise
             freeze_startup_memory()
+            routes = [(e.route.path, e.route.backend) for e in self.endpoints]
+            summary = asyncio.create_task(watch(routes, _say_route), name="route-summary")
             with Signals(self.work.force) as signals:
                 await signals.stop.wait()
+                summary.cancel()
                 await self._shut_down()
         finally:
             if demo_runner is not None:
@@ -634,6 +646,15 @@ class Gateway:
             self.work.draining = True
             await self.cluster.drain(self.drain_timeout, self._owned_work)
         await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
+
+
+def _say_route(verdict: RouteVerdict) -> None:
+    """The startup summary's line for a route (gateway/route_check.py)."""
+    for target in verdict.targets:
+        if target.ok:
+            log.info("route ready", route=verdict.path, **target.fields())
+        else:
+            log.warning("route broken", route=verdict.path, **target.fields())
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

@@ -26,7 +26,7 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__, otel, tracing
+from gateway import __version__, otel, route_options, tracing
 from gateway.app import Gateway, state_key_from_env
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
@@ -36,6 +36,7 @@ from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.probe_report import as_text, probe_upstream
 from gateway.protocol import AdapterSet
+from gateway.route_check import RouteVerdict, reach_all, upstream_name
 from gateway.settings import (
     DEFAULT_DRAIN_TIMEOUT,
     EVENT_LOOPS,
@@ -62,13 +63,31 @@ app = typer.Typer(
         "upstream server, `gateway probe URL` to see what a server speaks."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 USAGE_ERROR = 2
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """An MCP gateway: lets a client of any MCP protocol revision use a server of any other."""
 
 
 def _fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
@@ -89,29 +108,16 @@ RouteOption = Annotated[
         "--route",
         "-r",
         metavar="PATH=UPSTREAM[,key=value...]",
-        help="A path of the gateway and the MCP server behind it; repeatable.  Options: "
-        "version=REV (pin the upstream's revision), transport=auto|http|sse, "
-        "timeout=SECONDS, ask_timeout=SECONDS (a call's waits on its client, in all), "
-        "keepalive=SECONDS (a comment on a client's quiet SSE answer; 0: off), "
-        "connect_timeout=SECONDS, ttl_ms=N, cache_scope=private|public, "
-        "allowed_hosts=H1|H2, allowed_origins=O1|O2, forward_headers=NAME1|NAME2, "
-        "public_url=URL, auth=transparent|gateway, auth_issuer=URL, auth_scopes=S1|S2, "
-        "auth_jwks_uri=URL, auth_introspection_url=URL, auth_introspection_auth_env=VAR, "
-        "roots=per-client|per-session|shared (a stateless client's roots before a "
-        "handshake-era server: asked only when the server asks; per-session: the server "
-        "keeps them per session, so a call asks first; shared: the pool's first answer).  "
-        "Exposure: tools=allow:PATTERN|... or tools=deny:PATTERN|... (glob patterns on "
-        "names), prompts=... likewise, resources=... (on URIs and URI templates).  Rate "
-        "limits: rate=N/s (or N/m, N/h; per caller), burst=N, tool_rate=N/s (per caller and "
-        "tool), tool_burst=N, rate=off, rate_fallback=open|closed.  "
-        "Without any route (here, in GATEWAY_ROUTES or in the config file) the gateway "
-        "fronts its bundled demo server at /mcp.",
+        help=route_options.help_text(),
     ),
 ]
 
 ListenOption = Annotated[
     str | None,
-    typer.Option(metavar="HOST:PORT", help="Where to listen.  [default: 127.0.0.1:8080]"),
+    typer.Option(
+        metavar="HOST:PORT",
+        help="Where to listen (a bare PORT: on 127.0.0.1).  [default: 127.0.0.1:8080]",
+    ),
 ]
 
 ConfigOption = Annotated[
@@ -131,7 +137,11 @@ LogLevelOption = Annotated[
 
 LogFormatOption = Annotated[
     str | None,
-    typer.Option(metavar="FORMAT", help="json (one object a line) or console.  [default: json]"),
+    typer.Option(
+        metavar="FORMAT",
+        help="json (one object a line), console, or auto: console at a terminal, else json.  "
+        "[default: auto]",
+    ),
 ]
 
 DrainTimeoutOption = Annotated[
@@ -408,6 +418,55 @@ def _describe_settings(settings: Settings) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
 
 
+PROBLEM = 1
+
+
+@app.command()
+def check(
+    route: RouteOption = None,
+    config: ConfigOption = None,
+    reach: Annotated[
+        bool, typer.Option("--reach", help="Also reach every upstream and say what it speaks.")
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(metavar="SECONDS", help="With --reach: how long each may take.", min=0.1),
+    ] = 15.0,
+) -> None:
+    """Check a configuration (the same --config / --route / GATEWAY_* as `serve`) without
+    serving: a verdict per route; exit 0 when all are good, 1 when a route has a problem
+    (--reach), 2 when the settings are invalid."""
+    settings, gateway = _checked({"config": config, "routes": route or None})
+    if not settings.routes:
+        typer.echo("ok   no routes: `gateway serve` would front its bundled demo server at /mcp")
+        return
+    if not reach:
+        for spec in settings.routes:
+            typer.echo(f"ok   {spec.path}  {upstream_name(spec.upstream_settings())}: valid")
+        return
+    verdicts = asyncio.run(_reach_routes(settings, gateway, timeout))
+    for verdict in verdicts:
+        typer.echo(verdict.text())
+    if not all(verdict.ok for verdict in verdicts):
+        raise typer.Exit(PROBLEM)
+
+
+async def _reach_routes(settings: Settings, gateway: Gateway, within: float) -> list[RouteVerdict]:
+    configure_logging("error", "console")
+    adapters = gateway.adapters
+    sessions = [aiohttp.ClientSession(headers=spec.upstream_headers()) for spec in settings.routes]
+    links = [
+        (spec.path, UpstreamLink(spec.upstream_settings(), adapters, session))
+        for spec, session in zip(settings.routes, sessions, strict=True)
+    ]
+    try:
+        return await reach_all(links, within)
+    finally:
+        for (_, link), session in zip(links, sessions, strict=True):
+            await link.close()
+            await session.close()
+
+
 # Options `probe` and `stdio` share: how to reach and name the upstream.
 VersionOption = Annotated[
     str | None,
@@ -563,7 +622,8 @@ def _env_headers(specs: list[str]) -> dict[str, str]:
 def demo(listen: ListenOption = None) -> None:
     """Run the bundled demo server alone (a handshake-era MCP server at /mcp), e.g. as
     the upstream of several gateway replicas."""
-    host, _, port = (listen or "127.0.0.1:3000").rpartition(":")
+    listen = listen or "127.0.0.1:3000"
+    host, _, port = (f"127.0.0.1:{listen}" if listen.isdigit() else listen).rpartition(":")
     if not port.isdigit():
         raise _fail("--listen: expected HOST:PORT, e.g. 127.0.0.1:3000")
     asyncio.run(_serve_demo(host.strip("[]") or "127.0.0.1", int(port)))

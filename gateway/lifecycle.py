@@ -71,7 +71,7 @@ class InFlight:
         """Wait (up to ``deadline_s`` seconds, or until forced) for the work in flight.
         Returns how much was still running at the deadline."""
         deadline = time.monotonic() + deadline_s
-        log.info("draining", in_flight=self.count(), drain_timeout=deadline_s)
+        log.info("draining", in_flight=self.count(), drain_timeout=round(deadline_s, 1))
         force = asyncio.ensure_future(self.force.wait())
         try:
             while True:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Outcomes that are not errors: a result, or a request for more input.
-SUCCESS_OUTCOMES = frozenset({"value", "inputrequired"})
+SUCCESS_OUTCOMES = frozenset({"value", "input_required"})
 UNKNOWN = "unknown"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # The longest a log field may be (longer values are cut, with how much was cut).
@@ -82,6 +82,8 @@ def configure_logging(
         escape_control,
     ]
     renderer: structlog.typing.Processor
+    if fmt == "auto":  # a person at a terminal reads lines; anything else gets JSON
+        fmt = "console" if (stream or sys.stderr).isatty() else "json"
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
         final: list[structlog.typing.Processor] = [
@@ -89,10 +91,8 @@ def configure_logging(
             structlog.processors.format_exc_info,
             renderer,
         ]
-    else:
-        out = stream or sys.stderr
-        # Colour codes only for a person at a terminal, never into a file or a pipe.
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+    else:  # colour codes only for a terminal, never into a file or a pipe
+        renderer = structlog.dev.ConsoleRenderer(colors=(stream or sys.stderr).isatty())
         final = [renderer]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.PositionalArgumentsFormatter()],

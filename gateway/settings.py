@@ -44,6 +44,14 @@ from gateway.bridge.backend import (
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
 from gateway.policy import Rate, Rule
+from gateway.route_options import (
+    BY_NAME,
+    ROUTE_KEYS,
+    did_you_mean,
+    parse_options,
+    split_outside_quotes,
+    unquote,
+)
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_KEEPALIVE,
@@ -76,56 +84,15 @@ ENV_PREFIX = "GATEWAY_"
 TRANSPORTS = ("auto", "http", "sse")
 CACHE_SCOPES = ("private", "public")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("json", "console")
+LOG_FORMATS = ("auto", "json", "console")
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 # Gateway-wide defaults (the per-route ones belong to the modules that use them).
 DEFAULT_DRAIN_TIMEOUT = 30.0
 DEFAULT_HEADER_TIMEOUT = 15.0
 DEFAULT_FD_RESERVE = 128
-# Options of the `--route PATH=UPSTREAM[,key=value...]` syntax.  List options
-# take several values separated by `|` (e.g. allowed_hosts=a.example|b.example).
-ROUTE_OPTIONS = {
-    "version",
-    "transport",
-    "timeout",
-    "ask_timeout",
-    "keepalive",
-    "connect_timeout",
-    "probe_timeout",
-    "ttl_ms",
-    "cache_scope",
-    "allowed_hosts",
-    "allowed_origins",
-    "forward_headers",
-    "per_principal",
-    "shared",
-    "end_sessions",
-    "roots",
-    "redirects",
-    "questions_at_once",
-    "questions_per_call",
-    "max_connections",
-    "max_message",
-    "public_url",
-    "auth",
-    "auth_issuer",
-    "auth_jwks_uri",
-    "auth_scopes",
-    "auth_introspection_url",
-    "auth_introspection_auth_env",
-    "tools",
-    "prompts",
-    "resources",
-    "rate",
-    "burst",
-    "tool_rate",
-    "tool_burst",
-    "rate_fallback",
-}
-LIST_OPTIONS = {"allowed_hosts", "allowed_origins", "forward_headers", "auth_scopes"}
-# Exposure rules: `tools=allow:a*|b`; after one, a part without `=` is one more
-# pattern (`tools=allow:a*,b` in a --route).
-EXPOSURE_OPTIONS = ("tools", "prompts", "resources")
+# Options of the `--route PATH=UPSTREAM[,key=value...]` syntax: the one table
+# (gateway/route_options.py) that the help, the errors and the reference come from.
+ROUTE_OPTIONS = frozenset(BY_NAME)
 # A route's `rate=off` (or `tool_rate=off`): no limit there, whatever the default.
 RATE_OFF = "off"
 
@@ -314,20 +281,13 @@ class RouteSpec(BaseModel):
             raise SettingsError(
                 f"--route {text!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
             )
-        upstream, *options = rest.split(",")
-        values: dict[str, Any] = {"path": path, "upstream": upstream}
-        key = ""
-        for option in options:
-            if "=" not in option and key in EXPOSURE_OPTIONS:
-                values[key] += "|" + option  # one more pattern of the rule before
-                continue
-            key, eq, value = option.partition("=")
-            if not eq or key not in ROUTE_OPTIONS:
-                raise SettingsError(
-                    f"--route {text!r}: unknown option {option!r} "
-                    f"(known: {', '.join(sorted(ROUTE_OPTIONS))})"
-                )
-            values[key] = [v for v in value.split("|") if v] if key in LIST_OPTIONS else value
+        try:
+            upstream, *options = split_outside_quotes(rest)
+            values: dict[str, Any] = {"path": path, **parse_options(options)}
+        except ValueError as exc:
+            raise SettingsError(f"--route {text!r}: {exc}") from None
+        # A URL's quotes are the --route's; a stdio command keeps them for its shlex split.
+        values["upstream"] = upstream if upstream.startswith(STDIO_PREFIX) else unquote(upstream)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -420,7 +380,8 @@ class Settings(BaseSettings):
     listen: str = "127.0.0.1:8080"
     routes: Annotated[list[RouteSpec], NoDecode] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console"] = "json"
+    # auto: console lines at a terminal, else JSON (one object a line).
+    log_format: Literal["auto", "json", "console"] = "auto"
     # auto: uvloop when it is installed (the `uvloop` extra), else asyncio's own loop.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
     session_idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
@@ -533,6 +494,8 @@ class Settings(BaseSettings):
     @field_validator("listen")
     @classmethod
     def _listen(cls, value: str) -> str:
+        if value.isdigit():  # a bare port: on loopback
+            value = f"127.0.0.1:{value}"
         _host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:8080")
@@ -610,12 +573,20 @@ def describe(exc: ValidationError) -> str:
         if message.startswith("--route "):
             parts.append(message)
         elif error["type"] == "extra_forbidden":
-            parts.append(f"{key}: unknown setting")
+            parts.append(f"{key}: unknown setting{_nearest(error['loc'])}")
         elif error["type"] == "missing":
             parts.append(f"{key}: required")
         else:
             parts.append(f"{key} = {error['input']!r}: {message}")
     return _one_line("; ".join(parts))
+
+
+def _nearest(loc: tuple[int | str, ...]) -> str:
+    """ "Did you mean" for an unknown key: a route's (routes.N.key) or a setting's."""
+    word = str(loc[-1])
+    if len(loc) > 1 and loc[0] == "routes":
+        return did_you_mean(word, (*ROUTE_KEYS, *BY_NAME))
+    return did_you_mean(word, Settings.model_fields)
 
 
 def _one_line(text: str) -> str:

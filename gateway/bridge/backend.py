@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 from collections.abc import Mapping
 from typing import Any
@@ -93,6 +94,19 @@ class Backend:
         """The revision the upstream was found to speak (None until known)."""
         verdict = self.link.verdict
         return verdict.adapter.version if verdict is not None else None
+
+    @property
+    def hidden(self) -> list[str]:
+        """What no client may read in an error: the upstream's URL, host and command
+        (longest first, so a part never leaves the rest of a whole showing)."""
+        settings = self.link.settings
+        words = [settings.url, *(settings.command or [])]
+        if settings.command:
+            words += [shlex.join(settings.command), os.path.basename(settings.command[0])]
+        if settings.url:
+            parts = urlsplit(settings.url)
+            words += [parts.netloc, parts.hostname or ""]
+        return sorted({w for w in words if len(w) >= 4}, key=len, reverse=True)
 
     @property
     def upstream_transport(self) -> str | None:

@@ -49,7 +49,7 @@ HANDED_OUT = "gateway.input_required"  # a round of questions went to the client
 RETRY = "gateway.retry"  # a retry of a round handed out (how long it waited parked)
 
 # The observers' outcome names (a type name) as the spans say them.
-OUTCOMES = {"inputrequired": "input_required"}
+OUTCOMES: dict[str, str] = {}  # the log's outcome names are the spans' own
 # A method or target longer than this is cut in a span's name (clients choose them).
 MAX_NAME = 64
 

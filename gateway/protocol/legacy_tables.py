@@ -37,7 +37,7 @@ CODES: dict[FailureKind, int] = {
 }
 
 # JSON-RPC errors travel in a normal 200 response; only transport-level
-# refusals get an HTTP error status.
+# refusals and the upstream's failures get an HTTP error status.
 STATUSES: dict[FailureKind, int] = {
     FailureKind.PARSE_ERROR: 400,
     FailureKind.INVALID_REQUEST: 400,
@@ -54,4 +54,8 @@ STATUSES: dict[FailureKind, int] = {
     FailureKind.QUOTA_EXCEEDED: 429,
     FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
+    # The upstream's trouble, as a proxy says it: down (with Retry-After), or useless.
+    FailureKind.UPSTREAM_UNAVAILABLE: 503,
+    FailureKind.UPSTREAM_TIMEOUT: 504,
+    FailureKind.UPSTREAM_PROTOCOL: 502,
 }

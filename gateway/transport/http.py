@@ -23,6 +23,7 @@ from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
+from gateway.transport.page import page, wants_page
 from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.post import PostRequest, Sink, WholeAnswer
 from gateway.transport.responder import EVENT_STREAM, JSON, KEEPALIVE_COMMENT, Responder
@@ -254,6 +255,11 @@ class Endpoint:
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         headers = {k.lower(): v for k, v in request.headers.items()}
+        if wants_page(headers):  # a browser: a page, not an SSE stream that never ends
+            refused = self.route.guard.check(headers)
+            if refused is not None:
+                return self._failure(self.adapters.default_legacy, refused)
+            return page(request, [self.route.path])
         reporter = self.adapters.default_legacy
         found = await self._session_of(request, headers)
         if isinstance(found, web.Response):

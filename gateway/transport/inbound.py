@@ -34,6 +34,7 @@ from gateway.core import (
     Exchange,
     Failure,
     FailureKind,
+    InputRequired,
     Operation,
     Outcome,
     Preamble,
@@ -48,10 +49,22 @@ from gateway.transport.common import (
     push_asker,
     wanted,
 )
+from gateway.transport.reasons import for_client
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session, SessionStore
 
 log = structlog.get_logger(__name__)
+
+# A finished call's outcome as the log, the metrics and the spans spell it.
+OUTCOME_NAMES: dict[type, str] = {Value: "value", InputRequired: "input_required"}
+# The parameter that names what a call is about, on its log line: (field, param).
+NAMED_BY = {
+    Operation.TOOLS_CALL: ("tool", "name"),
+    Operation.PROMPTS_GET: ("prompt", "name"),
+    Operation.RESOURCES_READ: ("resource", "uri"),
+}
+# The longest such name logged (a client may send any length).
+MAX_LOGGED_NAME = 200
 
 # Writes one message to a client (an open response, stdout, a session's stream).
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -374,8 +387,11 @@ class Runner:
                 outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.reword_failure is not None:
             outcome = arrival.reword_failure(outcome)
+        detail = outcome.message if isinstance(outcome, Failure) else None
+        if isinstance(outcome, Failure):  # the upstream's internals stay in the log
+            outcome = for_client(outcome, self.route.path, self.route.backend.hidden)
         if self.route.observers:
-            self._observe(call, adapter, profile, outcome, started)
+            self._observe(call, adapter, profile, outcome, started, detail)
         message = adapter.encode(call, profile, outcome)
         tap = self.route.console
         if tap is not None:
@@ -401,21 +417,30 @@ class Runner:
         return claims.get("k") == "parked" or sealer.ledger is not None
 
     def _observe(
-        self, call: Call, adapter: Adapter, profile: ServerProfile, outcome: Outcome, at: float
+        self,
+        call: Call,
+        adapter: Adapter,
+        profile: ServerProfile,
+        outcome: Outcome,
+        at: float,
+        detail: str | None = None,
     ) -> None:
         """Tell the route's observers (log, metrics) about one finished call."""
         versions = profile.versions  # the first is the upstream's revision
         outcome_name = (
-            outcome.kind.value if isinstance(outcome, Failure) else type(outcome).__name__.lower()
+            outcome.kind.value if isinstance(outcome, Failure) else OUTCOME_NAMES[type(outcome)]
         )
         record = {
             "route": self.route.path,
             "method": call.method,
+            **_named(call),
             "client_revision": adapter.version,
             "upstream_revision": versions[0] if versions else self.route.backend.upstream_revision,
             "outcome": outcome_name,
             "duration_ms": round((time.perf_counter() - at) * 1000, 3),
         }
+        if detail is not None:  # why it failed, in full (the client hears a short reason)
+            record["reason"] = detail
         for observer in self.route.observers:
             observer(record)
 
@@ -531,3 +556,12 @@ async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _named(call: Call) -> dict[str, str]:
+    """The tool, prompt or resource a call is about, for its log line."""
+    named = NAMED_BY.get(call.operation)
+    if named is None or not isinstance(call.params, dict):
+        return {}
+    value = call.params.get(named[1])
+    return {named[0]: value[:MAX_LOGGED_NAME]} if isinstance(value, str) else {}

@@ -103,7 +103,7 @@ def test_serve_flags() -> None:
 def test_defaults() -> None:
     data = check()
     assert data["listen"] == "127.0.0.1:8080" and data["routes"] == []
-    assert (data["log_format"], data["log_level"]) == ("json", "info")
+    assert (data["log_format"], data["log_level"]) == ("auto", "info")
 
 
 def test_cluster_pool_defaults_are_the_stores_own() -> None:

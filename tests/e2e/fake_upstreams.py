@@ -164,6 +164,7 @@ class FakeUpstream:
         self._runner: web.AppRunner | None = None
         # Every TCP connection a request came on (its transport): how many were opened.
         self.connections: set[Any] = set()
+        self.seen_headers: list[dict[str, str]] = []  # every request's headers, in order
         # The `ask` behaviour: what was asked and what came back, in order.
         self.call_ids: list[Any] = []  # upstream ids of every tools/call
         self.asked: list[dict[str, Any]] = []  # the server requests sent
@@ -328,6 +329,7 @@ class FakeUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.connections.add(request.transport)
+        self.seen_headers.append(dict(request.headers))
         if self.behaviour == "wedged" and self.call_started.is_set():
             if request.method == "POST":
                 with contextlib.suppress(ValueError):

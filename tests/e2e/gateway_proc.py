@@ -159,6 +159,7 @@ def gateway(
     expected_errors: tuple[str, ...] = (),
     check: bool = True,
     port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[RunningGateway]:
     """``gateway serve`` in its own process.  When the test body succeeds, teardown
     SIGTERMs it and fails the test unless it exits 0 within ``STOP_TIMEOUT`` and its
@@ -172,7 +173,7 @@ def gateway(
     for route in routes:
         argv += ["--route", route]
     argv += list(extra)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

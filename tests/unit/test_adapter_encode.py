@@ -312,6 +312,9 @@ LEGACY_STATUSES: dict[FailureKind, int] = {
     FailureKind.QUOTA_EXCEEDED: 429,
     FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
+    FailureKind.UPSTREAM_UNAVAILABLE: 503,
+    FailureKind.UPSTREAM_TIMEOUT: 504,
+    FailureKind.UPSTREAM_PROTOCOL: 502,
 }
 EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
     **dict.fromkeys(LEGACY, LEGACY_STATUSES),

@@ -238,7 +238,7 @@ def test_a_sealed_state_names_the_current_span_and_the_round_is_an_event(
     try:
         sealed: dict[str, Any] = {"k": "parked", "n": 2}
         spans.stamp(sealed)
-        record: dict[str, Any] = {"outcome": "inputrequired", "upstream_revision": "2025-11-25"}
+        record: dict[str, Any] = {"outcome": "input_required", "upstream_revision": "2025-11-25"}
         spans.observe(record)
     finally:
         otel_context.detach(token)

@@ -1,0 +1,74 @@
+"""What a client hears when the upstream fails: what went wrong, naming the route and
+the request id, never the upstream's address, command or the socket or TLS library's
+words.  The whole detail goes on the gateway's log line of the call (its ``reason``
+field), under the same request id."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+
+import structlog
+
+from gateway.core import Failure, FailureKind
+
+# The kinds whose message may carry the upstream side's words (a carrier's error).
+UPSTREAM_KINDS = frozenset(
+    {FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_TIMEOUT, FailureKind.UPSTREAM_PROTOCOL}
+)
+# Where waiting helps: the client may try again after this many seconds.
+RETRY_AFTER = {FailureKind.UPSTREAM_UNAVAILABLE: "5"}
+_URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
+_HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
+# A library's own words: past one of these the text is not the gateway's.
+_LIBRARY = re.compile(
+    r"Errno|SSL|ssl:|Cannot connect to host|Connect call failed|[A-Z][A-Za-z]+(?:Error|Exception)\b"
+)
+# What a library's words mean, for the client: the first that matches.
+_MEANINGS = (
+    (re.compile(r"refused|Connect call failed|Cannot connect", re.I), "connection refused"),
+    (re.compile(r"SSL|TLS|certificate", re.I), "the TLS handshake failed"),
+    (re.compile(r"reset", re.I), "the connection was reset"),
+    (re.compile(r"closed|disconnected|EOF|Connection lost", re.I), "the connection was closed"),
+    (re.compile(r"timed? ?out", re.I), "timed out"),
+    (re.compile(r"resolve|Name or service|nodename", re.I), "the host name did not resolve"),
+    (re.compile(r"No such file|not found", re.I), "its command could not be started"),
+)
+
+
+def request_id() -> str:
+    """The id the current request's log lines carry."""
+    value = structlog.contextvars.get_contextvars().get("request_id")
+    return value if isinstance(value, str) else "-"
+
+
+def without_internals(text: str, hidden: Iterable[str]) -> str:
+    """``text`` with the upstream's address and command out, and a library's words
+    replaced by what they mean."""
+    for word in hidden:
+        if word:
+            text = text.replace(word, "the upstream")
+    text = _HOST_PORT.sub("the upstream", _URL.sub("the upstream", text))
+    library = _LIBRARY.search(text)
+    if library is None:
+        return text
+    meaning = next((m for pattern, m in _MEANINGS if pattern.search(text)), "")
+    kept = text[: library.start()].rstrip(" :,([")
+    return f"{kept} ({meaning})" if meaning else kept
+
+
+def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
+    """``failure`` as the client may see it (unchanged unless it is the upstream's)."""
+    if failure.kind not in UPSTREAM_KINDS:
+        return failure
+    said = without_internals(failure.message, hidden)
+    headers = dict(failure.headers)
+    if failure.kind in RETRY_AFTER:
+        headers.setdefault("Retry-After", RETRY_AFTER[failure.kind])
+    return replace(
+        failure,
+        message=f"route {route}: {said} (request id {request_id()})",
+        data=None,
+        headers=headers,
+    )
