@@ -38,7 +38,31 @@ OPTIONS: tuple[RouteOption, ...] = (
     RouteOption(
         "transport", "auto|http|sse", "Streamable HTTP, or the old HTTP+SSE transport", "auto"
     ),
-    RouteOption("timeout", "SECONDS", "how long one upstream call may take in all", "300"),
+    RouteOption(
+        "timeout",
+        "SECONDS",
+        "how long one upstream call may take in all (time spent waiting for the client to "
+        "answer a question the upstream asked is not counted; a stream the upstream keeps "
+        "alive with notifications does not extend it)",
+        "300",
+    ),
+    RouteOption(
+        "ask_timeout",
+        "SECONDS",
+        "how long one call may wait on its client in all (the upstream's questions being "
+        "answered, which timeout does not count), and each question at most; past it the "
+        "call ends with the revision's timeout error, its open questions are refused and "
+        "the upstream is told the call is cancelled",
+        "600",
+    ),
+    RouteOption(
+        "keepalive",
+        "SECONDS",
+        "an open SSE answer to a client (a standalone GET or HTTP+SSE stream, a long "
+        "call's answer, a subscriptions/listen) quiet this long gets a comment, so that a "
+        "proxy's idle timeout in between (nginx's 60 s) does not cut it; 0 turns it off",
+        "the setting keepalive (15)",
+    ),
     RouteOption("connect_timeout", "SECONDS", "connecting to the upstream", "10"),
     RouteOption("probe_timeout", "SECONDS", "how long the era probe waits for an answer", "10"),
     RouteOption(
@@ -78,8 +102,11 @@ OPTIONS: tuple[RouteOption, ...] = (
     ),
     RouteOption(
         "roots",
-        "per-client|shared",
-        "a stateless client's roots in front of a handshake-era server that asks for them",
+        "per-client|per-session|shared",
+        "a stateless client's roots in front of a handshake-era server: asked only when "
+        "the server asks, the session then kept for exactly those roots, learning whether "
+        "the server keeps roots per session (per-client); per-session says it does (a call "
+        "that may ask is asked for its roots first); shared: the pool's first answer for all",
         "per-client",
     ),
     RouteOption(

@@ -38,6 +38,9 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stopped = True
+        # The beat is the stream owner's method: let go of it, so an ended stream and
+        # its owner are freed by reference counting (no cycle left for the collector).
+        self._beat = _silent
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -74,3 +77,7 @@ class Heartbeat:
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def _silent() -> None:
+    """What a stopped heart beats with: nothing."""

@@ -108,6 +108,7 @@ class Responder:
         self._not_soon()
         if self._beat is not None:
             self._beat.stop()
+            self._beat = None
         opening, self._opening = self._opening, None
         if opening is not None:
             if opening.done():
