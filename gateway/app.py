@@ -62,7 +62,6 @@ from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.page import page
 from gateway.transport.post import WholeAnswer
 from gateway.transport.route import (
-    DEFAULT_FORWARD_HEADERS,
     DEFAULT_MAX_BODY,
     Route,
 )
@@ -87,23 +86,6 @@ BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _forwarded_headers(spec: RouteSpec) -> tuple[str, ...]:
-    """The client headers a route passes upstream."""
-    static = {name.lower() for name in spec.headers_from_env} | {
-        name.lower() for name in spec.headers_from_file
-    }
-    # A header the gateway sets for the upstream is never overridden by the client's.
-    return tuple(
-        dict.fromkeys(
-            name
-            for name in (*DEFAULT_FORWARD_HEADERS, *spec.forward_headers)
-            if name not in static
-            # auth=gateway: the client's token is the gateway's, never the upstream's.
-            and not (spec.auth == "gateway" and name == "authorization")
-        )
-    )
 
 
 def is_loopback(host: str) -> bool:
@@ -166,6 +148,15 @@ def console_options(settings: Settings) -> ConsoleOptions | None:
     return ConsoleOptions.from_settings(settings)
 
 
+def _console(options: ConsoleOptions | None, gateway: Gateway) -> Console | None:
+    """The operators' console, when asked for (nothing of it imported otherwise)."""
+    if options is None:
+        return None
+    from gateway.console import Console
+
+    return Console(options, gateway)
+
+
 class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
@@ -225,11 +216,7 @@ class Gateway:
             lane=self._lane_figures,
         )
         self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
-        self.console: Console | None = None
-        if console is not None:
-            from gateway.console import Console
-
-            self.console = Console(console, self)
+        self.console = _console(console, self)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -330,7 +317,7 @@ class Gateway:
             )
         node = self.cluster
         backend = self._backend(spec)
-        forward = _forwarded_headers(spec)
+        forward = spec.forwarded_headers()
         limits = self.limits
         return Route(
             path=spec.path,

@@ -11,13 +11,11 @@ config file; a bad one is reported on one line and the exit code is 2.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,6 +30,7 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.core import Failure
+from gateway.lifecycle import loop_factory
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.probe_report import as_text, probe_upstream
@@ -364,7 +363,7 @@ def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
     exit code 2."""
     try:
         settings = load_settings(flags)
-        _loop_factory(settings.event_loop)
+        loop_factory(settings.event_loop)
         gateway = Gateway.from_settings(settings)
         for spec in settings.routes:
             spec.upstream_headers()
@@ -379,7 +378,7 @@ def _run(settings: Settings, gateway: Gateway) -> None:
     """Serve until a signal ends it (traced when the OTEL_* environment says so)."""
     otel.start()
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
             runner.run(gateway.serve_forever(demo=not settings.routes))
     except OSError as exc:  # e.g. the port is taken
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
@@ -387,22 +386,6 @@ def _run(settings: Settings, gateway: Gateway) -> None:
         raise typer.Exit(130) from None
     finally:
         otel.stop()
-
-
-def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when asked for or (auto) installed; None: asyncio's own."""
-    if choice == "asyncio":
-        return None
-    try:
-        uvloop = importlib.import_module("uvloop")
-    except ImportError:
-        if choice == "uvloop":
-            raise SettingsError(
-                "event_loop uvloop: uvloop is not installed (the gateway's `uvloop` extra)"
-            ) from None
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
 
 
 def _check_version(version: str | None, where: str, adapters: AdapterSet) -> None:

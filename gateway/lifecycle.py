@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
+
+from gateway.settings import SettingsError
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -30,6 +33,7 @@ __all__ = [
     "InFlight",
     "Signals",
     "freeze_startup_memory",
+    "loop_factory",
     "stop_accepting",
     "watchdog",
 ]
@@ -176,3 +180,19 @@ def watchdog(seconds: float) -> None:
     timer = threading.Timer(seconds, hard_exit)
     timer.daemon = True
     timer.start()
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when asked for or (auto) installed; None: asyncio's own."""
+    if choice == "asyncio":
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        if choice == "uvloop":
+            raise SettingsError(
+                "event_loop uvloop: uvloop is not installed (the gateway's `uvloop` extra)"
+            ) from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory

@@ -54,6 +54,7 @@ from gateway.route_options import (
 )
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_FORWARD_HEADERS,
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY,
@@ -235,6 +236,18 @@ class RouteSpec(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http(s):// URL or stdio:COMMAND")
         return value
+
+    def forwarded_headers(self) -> tuple[str, ...]:
+        """The client headers the route passes upstream: never one the gateway sets for
+        the upstream itself, and with auth=gateway never the client's token."""
+        static = {name.lower() for name in (*self.headers_from_env, *self.headers_from_file)}
+        return tuple(
+            dict.fromkeys(
+                name
+                for name in (*DEFAULT_FORWARD_HEADERS, *self.forward_headers)
+                if name not in static and not (self.auth == "gateway" and name == "authorization")
+            )
+        )
 
     @property
     def command(self) -> list[str] | None:
