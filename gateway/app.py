@@ -73,9 +73,10 @@ from gateway.transport.sessions import (
 from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
-if TYPE_CHECKING:  # imported only when a cluster is configured
+if TYPE_CHECKING:  # imported only when a cluster (or the console) is configured
     from gateway.cluster.node import ClusterNode
     from gateway.cluster.options import ClusterOptions
+    from gateway.console import Console, ConsoleOptions
 
 __all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
 
@@ -156,6 +157,15 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
     )
 
 
+def console_options(settings: Settings) -> ConsoleOptions | None:
+    """``--console``'s options; None (and nothing of gateway/console imported) when off."""
+    if not settings.console:
+        return None
+    from gateway.console.options import ConsoleOptions
+
+    return ConsoleOptions.from_settings(settings)
+
+
 class Gateway:
     """The whole process: one aiohttp server, a route per upstream."""
 
@@ -176,6 +186,7 @@ class Gateway:
         cluster: ClusterOptions | None = None,
         reuse_port: bool = False,
         lean_lane: bool = True,
+        console: ConsoleOptions | None = None,
     ) -> None:
         self.specs = routes
         self.limits = limits or Limits()
@@ -214,6 +225,11 @@ class Gateway:
             lane=self._lane_figures,
         )
         self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
+        self.console: Console | None = None
+        if console is not None:
+            from gateway.console import Console
+
+            self.console = Console(console, self)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -232,6 +248,7 @@ class Gateway:
             cluster=cluster_options(settings),
             reuse_port=settings.reuse_port,
             lean_lane=settings.lean_lane,
+            console=console_options(settings),
         )
 
     def _lane_figures(self) -> tuple[int, int] | None:
@@ -295,6 +312,8 @@ class Gateway:
                 self.metrics.exemplars = True
             route.observers.append(log_call)
             route.observers.append(self.metrics.observe)
+            if self.console is not None:
+                self.console.attach(route)
             endpoint = Endpoint(route)
             self.endpoints.append(endpoint)
             app.router.add_route("POST", spec.path, endpoint.post)
@@ -328,6 +347,7 @@ class Gateway:
             ),
             forward_headers=forward,
             max_body=self.max_body_bytes,
+            ask_timeout=spec.ask_timeout,
             sessions=SessionStore(
                 idle_timeout=self.session_idle_timeout,
                 max_sessions=limits.max_sessions,
@@ -339,6 +359,7 @@ class Gateway:
             max_batch=limits.max_batch,
             body_timeout=limits.body_timeout,
             stream_idle_timeout=limits.stream_idle_timeout,
+            keepalive=limits.keepalive if spec.keepalive is None else spec.keepalive,
             calls=Quota("calls in flight", limits.max_inflight_per_principal, limits.max_inflight),
             streams=Quota("open streams", limits.max_streams_per_principal, limits.max_streams),
             notices=Quota(
@@ -357,7 +378,9 @@ class Gateway:
             owner=node.id if node is not None else None,
             ledger=node.use_once if node is not None else None,
         )
-        link = UpstreamLink(spec.upstream_settings(), self.adapters, self._session_for(spec))
+        # With the console recording bodies, the link's adapters note what it sends and reads.
+        adapters = self.console.link_adapters() if self.console is not None else self.adapters
+        link = UpstreamLink(spec.upstream_settings(), adapters, self._session_for(spec))
         if node is not None:
             node.attach(spec.path, self.max_body_bytes, sealer)
             if spec.command is None:
@@ -519,6 +542,8 @@ class Gateway:
         if self.cluster is not None and self.cluster_options is not None:
             url = await self.cluster_options.internal_url(self._runner, self.host, self.port)
             await self.cluster.start(url)
+        if self.console is not None:
+            await self.console.start()
         log.info(
             "gateway listening", host=self.host, port=self.port, routes=[s.path for s in self.specs]
         )
@@ -563,6 +588,8 @@ class Gateway:
         )
 
     async def _release(self) -> None:
+        if self.console is not None:
+            await self.console.stop()
         if self.cluster is not None:
             await self.cluster.close()
         for endpoint in self.endpoints:

@@ -8,10 +8,19 @@ from typing import TYPE_CHECKING
 
 from gateway.bridge.backend import DEFAULT_MAX_PARKED_PER_PRINCIPAL, DEFAULT_PARK_TTL_OVER_QUOTA
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE
-from gateway.policy import Exposure, Rate, RateLimiter, RoutePolicy, Rule, SharedBuckets
+from gateway.policy import (
+    Exposure,
+    Rate,
+    RateLimiter,
+    RoutePolicy,
+    Rule,
+    SharedBuckets,
+    canonical_uri,
+)
 from gateway.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT, RATE_OFF, RouteSpec
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_KEEPALIVE,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INFLIGHT,
     DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL,
@@ -46,6 +55,7 @@ class Limits:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    keepalive: float = DEFAULT_KEEPALIVE
     fd_reserve: int = DEFAULT_FD_RESERVE
     scrape_hosts: tuple[str, ...] = ()
     # Rate limits of routes that set none of their own (see gateway/policy).
@@ -69,7 +79,9 @@ def route_policy(
     """The route's exposure rules and rate limits (its own, else the gateway-wide
     limits), its buckets in ``shared`` when clustered; None when it has neither."""
     exposure = Exposure(
-        *(Rule.parse(rule) if rule else None for rule in (spec.tools, spec.prompts, spec.resources))
+        Rule.parse(spec.tools) if spec.tools else None,
+        Rule.parse(spec.prompts) if spec.prompts else None,
+        Rule.parse(spec.resources, canonical_uri) if spec.resources else None,
     )
     rate = _rate(spec.rate, spec.burst, limits.rate, limits.burst)
     tool_rate = _rate(spec.tool_rate, spec.tool_burst, limits.tool_rate, limits.tool_burst)

@@ -250,6 +250,29 @@ RateFallbackOption = Annotated[
     ),
 ]
 
+ConsoleOption = Annotated[
+    bool,
+    typer.Option(
+        "--console",
+        help="Serve the operators' console (routes, recent calls) on --console-listen, "
+        "behind the token in GATEWAY_CONSOLE_TOKEN.  [default: off]  Env: GATEWAY_CONSOLE.",
+    ),
+]
+ConsoleListenOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="HOST:PORT",
+        help="Where the console listens.  [default: 127.0.0.1:9090]  Env: GATEWAY_CONSOLE_LISTEN.",
+    ),
+]
+ConsoleBodiesOption = Annotated[
+    bool,
+    typer.Option(
+        "--console-bodies",
+        help="Record the client's messages of recent calls (redacted, cut).  [default: off]",
+    ),
+]
+
 CheckConfigOption = Annotated[
     bool,
     typer.Option(
@@ -279,6 +302,9 @@ def serve(
     rate: RateOption = None,
     tool_rate: ToolRateOption = None,
     rate_fallback: RateFallbackOption = None,
+    console: ConsoleOption = False,
+    console_listen: ConsoleListenOption = None,
+    console_bodies: ConsoleBodiesOption = False,
     check_config: CheckConfigOption = False,
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
@@ -309,6 +335,9 @@ def serve(
         "rate": rate,
         "tool_rate": tool_rate,
         "rate_fallback": _choice("--rate-fallback", rate_fallback, FALLBACKS),
+        "console": console or None,
+        "console_listen": console_listen,
+        "console_bodies": console_bodies or None,
     }
     settings, gateway = _checked(flags)
     _start(settings, gateway, check_config=check_config)

@@ -79,6 +79,7 @@ def configure_logging(
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         one_line_http_errors,
         truncate_fields,
+        escape_control,
     ]
     renderer: structlog.typing.Processor
     if fmt == "auto":  # a person at a terminal reads lines; anything else gets JSON
@@ -90,8 +91,10 @@ def configure_logging(
             structlog.processors.format_exc_info,
             renderer,
         ]
-    else:  # colour codes only for a terminal, never into a file or a pipe
-        renderer = structlog.dev.ConsoleRenderer(colors=(stream or sys.stderr).isatty())
+    else:
+        out = stream or sys.stderr
+        # Colour codes only for a person at a terminal, never into a file or a pipe.
+        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
         final = [renderer]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.PositionalArgumentsFormatter()],
@@ -99,6 +102,7 @@ def configure_logging(
     )
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(formatter)
+    handler.addFilter(quiet_trace_context)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -110,6 +114,37 @@ def configure_logging(
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         cache_logger_on_first_use=False,
     )
+
+
+# Libraries that log what a client wrote when they find it invalid: OpenTelemetry's
+# trace state and baggage parsers (one warning per request, the value verbatim).
+_ECHOING_LOGGERS = (
+    "opentelemetry.trace.span",
+    "opentelemetry.baggage",
+    "opentelemetry.trace.propagation",
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def quiet_trace_context(record: logging.LogRecord) -> bool:
+    """A request's invalid trace context is the gateway's fixed line at debug, never
+    the value the client wrote (nor a warning per request)."""
+    if record.name.startswith(_ECHOING_LOGGERS):
+        record.msg, record.args = "a request's trace context was not valid; ignored", ()
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+    return True
+
+
+def escape_control(
+    logger: Any, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Control characters in a field are written escaped (``\\x0a``), in every format:
+    a CR or LF a client sent can never start a log line of its own."""
+    for key, value in event.items():
+        if isinstance(value, str) and not key.startswith("_") and _CONTROL.search(value):
+            event[key] = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    return event
 
 
 def truncate_fields(

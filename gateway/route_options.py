@@ -39,6 +39,18 @@ OPTIONS: tuple[RouteOption, ...] = (
         "transport", "auto|http|sse", "Streamable HTTP, or the old HTTP+SSE transport", "auto"
     ),
     RouteOption("timeout", "SECONDS", "how long one upstream call may take in all", "300"),
+    RouteOption(
+        "ask_timeout",
+        "SECONDS",
+        "how long a call may wait on its client (questions the upstream asked), in all",
+        "600",
+    ),
+    RouteOption(
+        "keepalive",
+        "SECONDS",
+        "a comment on a client's quiet SSE answer this often; 0: off",
+        "the `keepalive` setting (15)",
+    ),
     RouteOption("connect_timeout", "SECONDS", "connecting to the upstream", "10"),
     RouteOption("probe_timeout", "SECONDS", "how long the era probe waits for an answer", "10"),
     RouteOption(
@@ -78,8 +90,9 @@ OPTIONS: tuple[RouteOption, ...] = (
     ),
     RouteOption(
         "roots",
-        "per-client|shared",
-        "a stateless client's roots in front of a handshake-era server that asks for them",
+        "per-client|per-session|shared",
+        "a stateless client's roots before a handshake-era server: asked only when the server "
+        "asks; per-session: a call asks first; shared: the pool's first answer",
         "per-client",
     ),
     RouteOption(

@@ -54,6 +54,7 @@ from gateway.route_options import (
 )
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_KEEPALIVE,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_INFLIGHT,
@@ -72,6 +73,7 @@ from gateway.transport.sessions import (
 from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 from gateway.upstream.link import UpstreamSettings
 from gateway.upstream.settings import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PROBE_TIMEOUT,
@@ -112,6 +114,11 @@ class RouteSpec(BaseModel):
     version: str | None = None
     transport: Literal["auto", "http", "sse", "stdio"] = "auto"
     timeout: float = Field(DEFAULT_REQUEST_TIMEOUT, gt=0)
+    # How long one call may wait on its client in all (the upstream's questions being
+    # answered: `timeout`'s clock is paused meanwhile), and each question at most.
+    ask_timeout: float = Field(DEFAULT_ASK_TIMEOUT, gt=0)
+    # The gateway-wide keepalive for this route's SSE answers (None: that one).
+    keepalive: float | None = Field(None, ge=0)
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -123,10 +130,12 @@ class RouteSpec(BaseModel):
     # End an upstream session (DELETE) when its client's session ends; false only for
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
-    # Stateless clients in front of a handshake-era server that asks roots/list: each
-    # call runs on a pooled session holding the asking client's own roots (asked for
-    # with one input_required round), or ("shared") the roots the pool was first given.
-    roots: Literal["per-client", "shared"] = "per-client"
+    # Stateless clients in front of a handshake-era server that asks roots/list: asked
+    # only when the server asks, a session then holding that client's roots alone
+    # ("per-client", learning whether the server keeps roots per session); "per-session"
+    # says it does (a call that may ask asks its client first); "shared": the roots
+    # the pool was first given serve all its callers.
+    roots: Literal["per-client", "per-session", "shared"] = "per-client"
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     # An upstream's HTTP redirect: an error ("none"), or followed when it is a 307/308
     # on the upstream's own origin ("same-origin").  Never followed to another origin.
@@ -242,6 +251,7 @@ class RouteSpec(BaseModel):
             transport="stdio" if command is not None else self.transport,
             version=self.version,
             request_timeout=self.timeout,
+            ask_timeout=self.ask_timeout,
             connect_timeout=self.connect_timeout,
             probe_timeout=self.probe_timeout,
             command=command,
@@ -404,6 +414,9 @@ class Settings(BaseSettings):
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
     body_timeout: float = Field(DEFAULT_BODY_TIMEOUT, gt=0)
     stream_idle_timeout: float = Field(DEFAULT_STREAM_IDLE_TIMEOUT, gt=0)
+    # An open SSE answer to a client (a standalone or HTTP+SSE stream, a long call's,
+    # a listen) quiet this long gets a comment, so that idle proxies keep it; 0: never.
+    keepalive: float = Field(DEFAULT_KEEPALIVE, ge=0)
     # File descriptors kept free: with fewer than this left under the process's
     # limit, new requests get 503 (the ops endpoints still answer).
     fd_reserve: int = Field(DEFAULT_FD_RESERVE, ge=0)
@@ -427,6 +440,13 @@ class Settings(BaseSettings):
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
+    # The operators' console (gateway/console): off unless asked for, on a listener of
+    # its own; its token only from GATEWAY_CONSOLE_TOKEN.  Bodies are recorded only
+    # when asked for; each route keeps its last ``console_calls`` calls.
+    console: bool = False
+    console_listen: str = "127.0.0.1:9090"
+    console_bodies: bool = False
+    console_calls: int = Field(200, ge=1, le=10_000)
     # Rate limits of every route that sets none of its own (route options of the same
     # names): per principal, and per principal and tool, N/s, N/m or N/h, with bursts.
     rate: str | None = None
@@ -445,9 +465,13 @@ class Settings(BaseSettings):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, value: str | None) -> str | None:
-        schemes = ("redis://", "rediss://", "unix://", "valkey://", "file://")
+        redis = ("redis://", "rediss://", "unix://", "valkey://")
+        schemes = (*redis, "redis+sentinel://", "valkey+sentinel://", "file://")
         if value is not None and not value.startswith(schemes) and value != "memory:":
-            raise ValueError("expected redis://HOST:PORT/DB (or file:///DIR on one machine)")
+            raise ValueError(
+                "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE "
+                "(or file:///DIR on one machine)"
+            )
         return value
 
     @field_validator("advertise")

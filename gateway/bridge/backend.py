@@ -63,6 +63,7 @@ class Backend:
                 route=link.settings.route,
             ),
             ask_settle=ask_settle,
+            questions=(link.settings.questions_at_once, link.settings.questions_per_call),
         )
         # The profile of the upstream's current verdict, once asked (None: ask
         # ``profile``); the link drops it when its verdict changes.
@@ -138,11 +139,14 @@ class Backend:
         verdict = link.verdict
         if verdict is None:
             return {"ready": False, "error": "the upstream's protocol era is not known"}
-        return {
+        ready: dict[str, Any] = {
             "ready": True,
             "upstream_revision": verdict.adapter.version,
             "transport": verdict.transport,
         }
+        if verdict.adapter.has_handshake:  # how a stateless client's roots are had
+            ready["roots"] = link.roots_mode
+        return ready
 
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""

@@ -48,6 +48,7 @@ from gateway.core import (
     Value,
 )
 from gateway.protocol import Adapter, AdapterSet, adapter_of
+from gateway.upstream.calls import QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL
 
 # What belongs to the client's session rather than to any one call.
 SESSION_OPERATIONS = frozenset(
@@ -109,9 +110,13 @@ class Forwarder:
         parking: ParkingTable | None = None,
         park_ttl: float = DEFAULT_PARK_TTL,
         ask_settle: float = DEFAULT_ASK_SETTLE,
+        questions: tuple[int, int] = (QUESTIONS_AT_ONCE, QUESTIONS_PER_CALL),
     ) -> None:
         self.upstream = upstream
         self.ask_settle = ask_settle
+        # A stateless upstream's questions one call may put to a client that takes
+        # pushed asks: in one round, and in all (the route's questions_* bounds).
+        self.questions_at_once, self.questions_per_call = questions
         # The revisions the route speaks: the client's adapter answers what the
         # gateway answers itself (the handshake, discovery, tasks).
         self.adapters = adapters or AdapterSet.default()
@@ -154,7 +159,7 @@ class Forwarder:
             refused = await self._check_param_headers(call, exchange)
             if refused is not None:
                 return refused
-        if call.state is not None and StateSealer.is_ours(call.state):
+        if call.state is not None and self._sealed_here(call.state):
             return await self._retry(call, exchange)
         if call.state is not None and not self.upstream.stateless:
             # A handshake-era upstream has no state of its own: a requestState the
@@ -280,20 +285,39 @@ class Forwarder:
 
     async def _forward(self, call: Call, exchange: Exchange) -> Outcome:
         outcome = await self.upstream.execute(call, exchange)
-        rounds = 0
+        rounds = asked = 0
         while isinstance(outcome, InputRequired):
             rounds += 1
+            asked += len(outcome.asks)
             if rounds > MAX_ASK_ROUNDS:
                 return Failure(
                     FailureKind.UPSTREAM_PROTOCOL,
                     f"the upstream asked for input more than {MAX_ASK_ROUNDS} times",
                 )
+            flooded = self._flooded(outcome, asked, exchange)
+            if flooded is not None:
+                return flooded
             answers = await self._push_all(call, exchange, outcome)
             if answers is None:
                 return self._hand_over(call, exchange, outcome)
             call = replace(call, answers=answers, state=outcome.state)
             outcome = await self.upstream.execute(call, exchange)
         return outcome
+
+    def _flooded(self, outcome: InputRequired, asked: int, exchange: Exchange) -> Failure | None:
+        """Past the route's bounds, a stateless upstream's questions are not pushed to
+        a client (one answered by pushes): the call fails at once, naming the bound.
+        A client that answers in its own retry gets them handed over as they are."""
+        if exchange.ask is None:
+            return None
+        if len(outcome.asks) > self.questions_at_once:
+            at_once = self.questions_at_once
+            bound = f"{len(outcome.asks)} questions at once (questions_at_once={at_once})"
+        elif asked > self.questions_per_call:
+            bound = f"over {self.questions_per_call} questions in one call (questions_per_call)"
+        else:
+            return None
+        return Failure(FailureKind.UPSTREAM_PROTOCOL, f"the upstream asked {bound}")
 
     async def _push_all(
         self, call: Call, exchange: Exchange, outcome: InputRequired
@@ -332,6 +356,17 @@ class Forwarder:
         return replace(outcome, state=sealed)
 
     # ----------------------------------------------- handshake-era upstreams
+
+    def _sealed_here(self, state: str) -> bool:
+        """Whether a requestState is this gateway's to open.  In front of a stateless
+        upstream only a state whose seal verifies is: any other, however it looks,
+        is the upstream's own and goes back to it unchanged (it judges its states;
+        a client forging one gains nothing it could not send without the gateway).
+        A handshake-era upstream has no states: a gateway-shaped one that does not
+        verify is refused as tampered."""
+        if not StateSealer.is_ours(state):
+            return False
+        return not self.upstream.stateless or self.sealer.peek(state) is not None
 
     async def _retry(self, call: Call, exchange: Exchange) -> Outcome:
         assert call.state is not None

@@ -4,7 +4,9 @@ A principal binds sessions, pools, parked calls and ``requestState`` to a
 caller without keeping its secrets.  It is an HMAC under the gateway's secret,
 never a bare hash, so a captured digest cannot be tested against a dictionary
 of tokens; and it covers the forwarded headers that select a tenant, so two
-tenants that share a token never share anything.
+tenants that share a token never share anything.  The credential counts in one
+normal form (``credential``): one token is one caller, however its scheme is
+spelled.
 """
 
 from __future__ import annotations
@@ -46,8 +48,21 @@ class Principals:
             return ANONYMOUS
         mac = hmac.new(self._key, digestmod=hashlib.sha256)
         for name, value in present:
+            if name in CREDENTIAL_HEADERS:
+                value = credential(value)
             # Length-prefixed, so no two header sets can run together into one input.
             for part in (name, value):
                 data = part.encode("utf-8", "surrogatepass")
                 mac.update(len(data).to_bytes(4, "big") + data)
         return "p-" + mac.hexdigest()[:40]
+
+
+def credential(value: str) -> str:
+    """An ``Authorization`` value as one caller has it whatever its spelling: the
+    scheme is case-insensitive (RFC 9110 section 11.1, and every SDK's bearer check
+    accepts any case) and separated by white space, so ``bearer  t`` and ``BEARER t``
+    are ``bearer t``.  The credentials themselves are kept as written."""
+    parts = value.split(None, 1)
+    if len(parts) < 2:
+        return value.strip()
+    return f"{parts[0].lower()} {parts[1].strip()}"

@@ -396,7 +396,10 @@ class SubscriptionHub:
         client = adapter_of(call.client)
         if client is None:
             return Failure(FailureKind.UNKNOWN_METHOD, f"{call.method} is not bridged here")
-        wanted = client.listen_interest(call.params)
+        try:
+            wanted = client.listen_interest(call.params)
+        except Failure as failure:
+            return failure
         capabilities = exchange.profile.capabilities
         self._learn(exchange.profile, call.client)
         scope = self.upstream.scope(exchange)

@@ -7,16 +7,26 @@ from __future__ import annotations
 
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, ClusterStore, MemoryStore, Replica
 
-__all__ = ["ClusterStore", "MemoryStore", "Replica", "open_store"]
+__all__ = ["REDIS_SCHEMES", "ClusterStore", "MemoryStore", "Replica", "open_store"]
+# Redis (or Valkey) stores: one server, or a primary found through Sentinel.
+REDIS_SCHEMES = (
+    "redis://",
+    "rediss://",
+    "unix://",
+    "valkey://",
+    "redis+sentinel://",
+    "valkey+sentinel://",
+)
 
 
 def open_store(
     url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
 ) -> ClusterStore:
-    """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``), ``file:///DIR`` (one
+    """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``, or through Sentinel:
+    ``redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE[/DB]``), ``file:///DIR`` (one
     machine's workers) or ``memory:`` (this process only).  ``pool_size`` and
     ``pool_timeout``: a Redis store's connections (see :mod:`.redis_store`)."""
-    if url.startswith(("redis://", "rediss://", "unix://", "valkey://")):
+    if url.startswith(REDIS_SCHEMES):
         from gateway.cluster.redis_store import RedisStore  # the optional extra
 
         return RedisStore(url.replace("valkey://", "redis://", 1), pool_size, pool_timeout)

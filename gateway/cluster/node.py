@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import secrets
 import time
@@ -28,7 +29,7 @@ from aiohttp.streams import StreamReader
 from gateway.bridge.state import StateSealer
 from gateway.cluster.lookups import OwnerLookups
 from gateway.cluster.owner import parked_owner, session_owner, session_prefix
-from gateway.cluster.relay import RELAY_HEADER, Relay, relay_key, verify
+from gateway.cluster.relay import RELAY_HEADER, Relay, Unreached, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
 from gateway.core import Failure, FailureKind
@@ -39,6 +40,9 @@ log = structlog.get_logger(__name__)
 LEAVE_GRACE = 2.0
 # What a request refused because the store did not answer says to wait (seconds).
 STORE_RETRY_AFTER = 1
+# How long a relay to a registered owner that refuses connections is tried again
+# before the client is told to send its request again (seconds).
+RELAY_PATIENCE = 2.0
 
 Handler = Callable[[web.Request], Any]
 SESSION_QUERY = "sessionId"
@@ -66,6 +70,8 @@ class ClusterNode:
         self.id = replica_id or secrets.token_hex(6)
         self.url = ""
         self.heartbeat_ttl = heartbeat_ttl
+        # When this replica last found the store's registry lost (loop time).
+        self._forgot_at = -math.inf
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
@@ -100,6 +106,26 @@ class ClusterNode:
                 "replicas refused (503)",
                 error=str(exc) or type(exc).__name__,
             )
+
+    async def _store_forgot(self) -> bool:
+        """Whether the store has lost the registry (restarted empty) within a heartbeat
+        TTL: this replica's own registration is gone too, or was so lately.  Then it
+        announces itself at once, and an owner not found may well be alive, only not
+        announced again yet (every replica does within a third of the TTL)."""
+        if self.draining or not self.url:
+            return False
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._forgot_at < self.heartbeat_ttl:
+            return True
+        try:
+            if await self.store.replica(self.id) is not None:
+                return False
+            self._forgot_at = loop.time()
+            log.warning("cluster store lost the registry (restarted empty?): announcing again")
+            await self._announce()
+        except Exception as exc:
+            self._unreachable(exc)
+        return True
 
     def _reachable(self) -> None:
         if self._store_down:
@@ -187,13 +213,43 @@ class ClusterNode:
             return await self._here(request, handler)  # relayed once: never again
         owner, body = await self._owner(request, entry)
         target = await self._target(owner)
+        if target is not None and not isinstance(target, Failure):
+            relayed = await self._relay(request, body, target)
+            if isinstance(relayed, web.StreamResponse):
+                return relayed
+            target = relayed
         if isinstance(target, Failure):
             request[OWNER_UNKNOWN] = target  # the transport words it, in the client's revision
-        elif target is not None:
-            relayed = await self.relay.forward(request, body, target.url)
-            if relayed is not None:
-                return relayed
         return await self._here(request, handler)
+
+    async def _relay(
+        self, request: web.Request, body: bytes, target: Replica
+    ) -> web.StreamResponse | Failure | None:
+        """The owner's answer.  An owner that refuses a connection for a moment is not
+        dead: while the store still has it registered (its heartbeat is the judge) the
+        request is sent again, a few times within RELAY_PATIENCE.  None: answer here,
+        as for a gone owner (unregistered meanwhile, or still refusing: a crashed
+        owner's registration outlives it by up to a heartbeat TTL)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + RELAY_PATIENCE
+        pause = 0.1
+        while True:
+            try:
+                return await self.relay.forward(request, body, target.url)
+            except Unreached as exc:
+                if loop.time() + pause > give_up:
+                    log.warning("relay refused: owner unreachable, taken for gone", error=str(exc))
+                    return None
+            await asyncio.sleep(pause)  # a pause before asking again, not a synchronisation
+            pause *= 2
+            try:
+                found = await self.lookups.replica(target.id)
+            except Exception as exc:
+                self._unreachable(exc)
+                return _owner_unknown()
+            if found is None:
+                return None  # its registration ended: gone
+            target = found
 
     def here(self, path: str, headers: Mapping[str, str], body: bytes) -> bool:
         """Whether a POST (``headers`` by lower-case name) is answered here with nothing
@@ -235,6 +291,12 @@ class ClusterNode:
                 self._unreachable(exc)
                 return _owner_unknown()
             self._reachable()
+            if found is None and await self._store_forgot():
+                return _send_again(
+                    "the gateway replica that holds this session or call has not announced "
+                    "itself to a restarted cluster store yet",
+                    after=max(STORE_RETRY_AFTER, math.ceil(self.heartbeat_ttl / 3)),
+                )
             return found
         if not self.draining:
             return None
@@ -246,19 +308,24 @@ class ClusterNode:
 
 
 def _ledger_unavailable() -> Failure:
-    return _send_again("requestState cannot be checked")
+    return _send_again(
+        "the cluster store did not answer in time, so requestState cannot be checked"
+    )
 
 
 def _owner_unknown() -> Failure:
-    return _send_again("the gateway replica that holds this session or call cannot be located")
+    return _send_again(
+        "the cluster store did not answer in time, so the gateway replica that holds this "
+        "session or call cannot be located"
+    )
 
 
-def _send_again(what: str) -> Failure:
+def _send_again(what: str, after: int = STORE_RETRY_AFTER) -> Failure:
     return Failure(
         FailureKind.OVERLOADED,
-        f"the cluster store did not answer in time, so {what}; send the same request again",
-        {"retryAfterSeconds": STORE_RETRY_AFTER},
-        headers={"Retry-After": str(STORE_RETRY_AFTER)},
+        f"{what}; send the same request again",
+        {"retryAfterSeconds": after},
+        headers={"Retry-After": str(after)},
     )
 
 

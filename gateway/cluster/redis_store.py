@@ -19,6 +19,8 @@ import orjson
 import redis.asyncio as aioredis
 
 from gateway.cluster.redis_buckets import RedisBuckets
+from gateway.cluster.redis_sentinel import SCHEMES as SENTINEL_SCHEMES
+from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
 from gateway.core.jsonrpc import load_object
 from gateway.policy import Limit, Taken
@@ -39,14 +41,17 @@ class RedisStore:
         self, url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
     ) -> None:
         self.url = url
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=pool_size,
-            timeout=pool_timeout,
-            socket_connect_timeout=SOCKET_TIMEOUT,
-            socket_timeout=SOCKET_TIMEOUT,
-        )
-        self._redis: Any = aioredis.Redis.from_pool(pool)
+        if url.startswith(SENTINEL_SCHEMES):
+            self._redis: Any = sentinel_client(url, pool_size, pool_timeout, SOCKET_TIMEOUT)
+        else:
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url,
+                max_connections=pool_size,
+                timeout=pool_timeout,
+                socket_connect_timeout=SOCKET_TIMEOUT,
+                socket_timeout=SOCKET_TIMEOUT,
+            )
+            self._redis = aioredis.Redis.from_pool(pool)
         self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:")
 
     async def ping(self) -> None:

@@ -80,6 +80,11 @@ def verify(key: bytes, request: web.Request, body: bytes) -> bool:
     return hmac.compare_digest(expected, given)
 
 
+class Unreached(Exception):
+    """The owner could not be connected to: nothing of the request was sent, so it
+    may be sent again."""
+
+
 class Relay:
     """Sends requests on to their owner and streams the answers back."""
 
@@ -115,8 +120,9 @@ class Relay:
     async def forward(
         self, request: web.Request, body: bytes, base_url: str
     ) -> web.StreamResponse | None:
-        """The owner's answer, streamed to the client; None when the owner could not be
-        reached at all (the caller answers then, as for an owner that is gone)."""
+        """The owner's answer, streamed to the client; None when the exchange failed
+        after it may have reached the owner (the caller answers then, as for an owner
+        that is gone).  Raises Unreached when no connection could be made."""
         streaming = request.method == "GET"
         timeout = aiohttp.ClientTimeout(
             total=None,
@@ -136,6 +142,8 @@ class Relay:
                 # Only the client's own headers: the owner must see its request as sent.
                 skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
             )
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise Unreached(str(exc) or type(exc).__name__) from exc
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             log.warning("relay failed: owner unreachable", owner=base_url, error=str(exc))
             return None

@@ -79,6 +79,13 @@ class Questions(Generic[Q, A]):
         self._waiting.clear()
         return taken
 
+    def take(self, which: Callable[[Q], bool]) -> list[tuple[Q, asyncio.Future[A]]]:
+        """As :meth:`take_all`, for the questions ``which`` picks only."""
+        taken = [(k, q, f) for k, (q, f) in self._waiting.items() if not f.done() and which(q)]
+        for key, _, _ in taken:
+            del self._waiting[key]
+        return [(q, f) for _, q, f in taken]
+
     def cancel_all(self) -> None:
         """Nobody will answer any more (the client's session ended): every asker
         stops waiting."""

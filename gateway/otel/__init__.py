@@ -31,7 +31,7 @@ PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"
 # How long the spans still queued at exit may take to leave (seconds): a collector
 # that is not there must not hold up the process's exit.
 FLUSH_TIMEOUT = 3.0
-INSTALL_HINT = "pip install 'mcp-revision-gateway[otel]'"
+INSTALL_HINT = "pip install '.[otel]' (from the gateway's clone; the image has it)"
 
 # Ends the running tracer provider (flushing what is queued); None while off.
 _stop: Callable[[], None] | None = None

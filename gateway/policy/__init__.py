@@ -6,6 +6,7 @@ from gateway.policy.exposure import Exposure
 from gateway.policy.limiter import FALLBACKS, Fallback, RateLimiter, SharedBuckets
 from gateway.policy.route_policy import RoutePolicy
 from gateway.policy.rules import Rule
+from gateway.policy.uris import canonical_uri
 
 __all__ = [
     "FALLBACKS",
@@ -20,4 +21,5 @@ __all__ = [
     "Rule",
     "SharedBuckets",
     "Taken",
+    "canonical_uri",
 ]

@@ -35,6 +35,14 @@ _LISTED: dict[Operation, tuple[str, str]] = {
     Operation.RESOURCES_LIST: ("resources", "uri"),
     Operation.RESOURCES_TEMPLATES_LIST: ("resources", "uriTemplate"),
 }
+# The parameter that names what each call is about.
+_NAMED: dict[Operation, str] = {
+    Operation.TOOLS_CALL: "name",
+    Operation.PROMPTS_GET: "name",
+    Operation.RESOURCES_READ: "uri",
+    Operation.RESOURCES_SUBSCRIBE: "uri",
+    Operation.RESOURCES_UNSUBSCRIBE: "uri",
+}
 _RESOURCE_OPERATIONS = frozenset(
     {Operation.RESOURCES_READ, Operation.RESOURCES_SUBSCRIBE, Operation.RESOURCES_UNSUBSCRIBE}
 )
@@ -61,6 +69,9 @@ class Exposure:
         """Why ``call`` may not go upstream (None: it may)."""
         op = call.operation
         params = call.params
+        malformed = _not_a_name(op, params)
+        if malformed is not None:
+            return malformed
         if op is Operation.TOOLS_CALL and self.tools is not None:
             name = params.get("name")
             return None if self.tools.allows(name) else _unknown("tool", name)
@@ -94,7 +105,10 @@ class Exposure:
         adapter = adapter_of(call.client)
         if adapter is None or self.resources is None:
             return None
-        uris = adapter.listen_interest(call.params).uris or ()
+        try:
+            uris = adapter.listen_interest(call.params).uris or ()
+        except Failure as failure:
+            return failure
         hidden = next((uri for uri in uris if not self.resources.allows(uri)), None)
         return None if hidden is None else _missing(hidden)
 
@@ -133,6 +147,22 @@ class Exposure:
         if "nextCursor" in last:
             result["nextCursor"] = last["nextCursor"]
         return Value(result)
+
+
+def _not_a_name(op: Operation, params: dict[str, Any]) -> Failure | None:
+    """A name or URI that is not a string, refused before any rule is asked: a rule
+    cannot read it, and an upstream that reads names loosely might."""
+    if op in _NAMED:
+        names = [(_NAMED[op], params.get(_NAMED[op]))]
+    elif op is Operation.COMPLETE and isinstance(params.get("ref"), dict):
+        ref = params["ref"]
+        names = [(key, ref[key]) for key in ("name", "uri") if key in ref]
+    else:
+        return None
+    for key, value in names:
+        if value is not None and not isinstance(value, str):
+            return Failure(FailureKind.INVALID_PARAMS, f"{key} must be a string")
+    return None
 
 
 def _allowed(rule: Rule, items: list[Any], field: str) -> list[Any]:

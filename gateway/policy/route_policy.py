@@ -30,15 +30,19 @@ class RoutePolicy:
     def __bool__(self) -> bool:
         return self.exposure is not None or self.limiter is not None
 
-    async def run(self, call: Call, principal: str, proceed: Run) -> Outcome:
-        """``call`` as the policy lets it go (``proceed`` runs it, or a page of a list)."""
+    async def run(
+        self, call: Call, principal: str, proceed: Run, *, charged: bool = True
+    ) -> Outcome:
+        """``call`` as the policy lets it go (``proceed`` runs it, or a page of a list).
+        ``charged``: False for a client's answer to a round of a call already charged
+        (a call is counted once, when it starts)."""
         exposure = self.exposure
         if exposure is not None:
             hidden = exposure.refusal(call)
             if hidden is not None:
                 self._count("hidden")
                 return hidden
-        if self.limiter is not None:
+        if self.limiter is not None and charged:
             limited = await self.limiter.take(principal, call)
             if limited is not None:
                 failure, reason = limited

@@ -152,6 +152,15 @@ class Adapter2026_07_28(Adapter2025_11_25):
         # Legacy "resource not found" reads as invalid params here.
         return -32602 if code == -32002 else code
 
+    def http_status(self, failure: Failure) -> int:
+        code = failure.code
+        if failure.kind is FailureKind.UPSTREAM_ERROR and code in self.era_refusal_codes:
+            # Passed through from an upstream of another era (a handshake-era server
+            # refusing a capability the client did not declare, say), the code means
+            # here what this revision says it means, and its status goes with it.
+            return self.statuses.get(self.client_error_kinds[code], 200)
+        return super().http_status(failure)
+
     # ---------------------------------------------------------------- server
 
     def check_params(
@@ -321,13 +330,33 @@ class Adapter2026_07_28(Adapter2025_11_25):
 
     # ---- subscriptions/listen, both roles
 
+    def client_read_failure(self, error: Any) -> Failure:
+        failure = super().client_read_failure(error)
+        data = failure.data
+        if (
+            failure.kind is FailureKind.INVALID_PARAMS
+            and isinstance(data, dict)
+            and isinstance(data.get("uri"), str)
+        ):
+            # This revision's "Resource not found" (-32602 with the URI in data, as
+            # -32002 may no longer be sent): read as what it is, so an older client
+            # gets its own code, and a missing resource reads as a hidden one does
+            # (the gateway's own words for it, too).
+            return Failure(FailureKind.RESOURCE_NOT_FOUND, "Resource not found", data)
+        return failure
+
     def listen_interest(self, params: dict[str, Any]) -> Interest:
         wanted = params.get("notifications")
         wanted = wanted if isinstance(wanted, dict) else {}
         uris = wanted.get(URIS_KEY)
+        if uris is not None and not (
+            isinstance(uris, list) and all(isinstance(uri, str) for uri in uris)
+        ):
+            # A URI a rule cannot read must not be read loosely upstream either.
+            raise Failure(FailureKind.INVALID_PARAMS, f"{URIS_KEY} must be a list of URIs")
         return Interest(
             frozenset(method for key, method in LIST_KEYS.items() if wanted.get(key) is True),
-            tuple(uris) if isinstance(uris, list) else None,
+            tuple(uris) if uris is not None else None,
         )
 
     def listen_acknowledgement(self, honoured: Interest) -> Event:
@@ -340,7 +369,10 @@ class Adapter2026_07_28(Adapter2025_11_25):
         if event.method != ACKNOWLEDGED:
             return None
         # A filter that is no object honours nothing (listen_interest reads it so).
-        return self.listen_interest({"notifications": event.params.get("notifications")})
+        try:
+            return self.listen_interest({"notifications": event.params.get("notifications")})
+        except Failure:
+            return Interest()  # URIs that are not a list of strings: none honoured
 
     def discover_result(
         self, profile: ServerProfile, supported: list[str], *, tasks: bool = False

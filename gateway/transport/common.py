@@ -15,7 +15,9 @@ from gateway.core import (
     Failure,
     FailureKind,
     Operation,
+    Outcome,
     Preamble,
+    ServerProfile,
     SessionView,
 )
 from gateway.core import jsonrpc as rpc
@@ -25,6 +27,10 @@ from gateway.transport.sessions import Session
 
 # Called once per finished call, for logs and metrics.
 CallObserver = Callable[[dict[str, Any]], None]
+# The console's tap (gateway/console, only when it is on): the call, its client's
+# revision, principal digest, server profile, outcome, the message the client gets
+# and when the call started (perf_counter).
+CallTap = Callable[[Call, str, str, ServerProfile, Outcome, dict[str, Any] | None, float], None]
 
 
 def wanted(event: Event, call: Call, session: SessionView | None) -> bool:

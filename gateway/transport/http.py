@@ -26,6 +26,7 @@ from gateway.transport.inbound import Arrival, Running, Send
 from gateway.transport.page import page, wants_page
 from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.post import PostRequest, Sink, WholeAnswer
+from gateway.transport.responder import EVENT_STREAM, JSON, KEEPALIVE_COMMENT, Responder
 from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session
@@ -33,16 +34,11 @@ from gateway.wire.sse import encode_event
 
 log = structlog.get_logger(__name__)
 
-JSON = "application/json"
-EVENT_STREAM = "text/event-stream"
 SESSION_QUERY = "sessionId"
 # The request key a middleware (a cluster's) sets when the session or parked call a
 # request names belongs to another process that could not be located: the Failure to
 # answer in the client's revision instead of "not found".
 OWNER_UNKNOWN = "owner_unknown"
-# A call that may run long has its answer stream opened (and primed) once it has run
-# this long (seconds); one answered sooner is sent in one go.
-PRIME_AFTER = 0.05
 # What an HTTP+SSE client's POST gets: its answers travel on its stream.
 _ACCEPTED = WholeAnswer(202, {}, b"Accepted", "text/plain; charset=utf-8")
 
@@ -53,113 +49,6 @@ class _AnswerStream(web.StreamResponse):
     headers the same way)."""
 
     _send_headers_immediately = False
-
-
-class Responder:
-    """One POST's answer: plain JSON unless something must be streamed first.
-
-    With a session's ``log`` (a revision with resumable streams) every event has an
-    id and is kept for a reconnect; with ``priming`` the stream opens with a priming
-    event."""
-
-    def __init__(
-        self,
-        request: PostRequest,
-        headers: dict[str, str],
-        log: EventLog | None = None,
-        *,
-        priming: bool = False,
-    ) -> None:
-        self.request = request
-        self.headers = headers
-        self.stream: Sink | None = None
-        self._lock = asyncio.Lock()
-        self._log = log
-        self._priming = priming
-        self._number = 0
-        # A stream to open shortly (open_soon): the timer, then the opening.
-        self._soon: asyncio.TimerHandle | None = None
-        self._opening: asyncio.Task[Sink] | None = None
-        self._streamed = False
-
-    async def open(self) -> Sink:
-        """The SSE stream, opened (and primed) now if it was not yet."""
-        if self.stream is None:
-            head = await self._start()
-            if head:
-                await self._started().write(head)
-        return self._started()
-
-    async def _start(self) -> bytes:
-        """Open the stream (its headers wait for the first write); its priming event."""
-        self.stream = await self.request.open_stream(
-            {**self.headers, "Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
-        )
-        if self._log is None:
-            return b""
-        self._number = self._log.open()
-        return self._log.priming(self._number) if self._priming else b""
-
-    def _started(self) -> Sink:
-        assert self.stream is not None
-        return self.stream
-
-    def open_soon(self) -> None:
-        """A call that may run long is answered on a (primed, resumable) stream; it is
-        opened after PRIME_AFTER, so that an answer ready sooner goes out with its
-        headers and priming event in one send instead of three."""
-        self._streamed = True
-        self._soon = asyncio.get_running_loop().call_later(PRIME_AFTER, self._open_now)
-
-    def _open_now(self) -> None:
-        self._soon = None
-        self._opening = asyncio.get_running_loop().create_task(self._open_locked())
-
-    async def _open_locked(self) -> Sink:
-        async with self._lock:
-            return await self.open()
-
-    def _not_soon(self) -> None:
-        if self._soon is not None:
-            self._soon.cancel()
-            self._soon = None
-
-    def disarm(self) -> None:
-        """The request ends (answered or abandoned): no opening left behind."""
-        self._not_soon()
-        opening, self._opening = self._opening, None
-        if opening is not None:
-            if opening.done():
-                if not opening.cancelled():
-                    opening.exception()  # retrieved: the answer's own write reports it
-            else:
-                opening.cancel()
-
-    async def send(self, message: dict[str, Any]) -> None:
-        async with self._lock:
-            stream = await self.open()
-            await stream.write(self._frame(message))
-
-    def _frame(self, message: Any) -> bytes:
-        data = orjson.dumps(message)
-        if self._log is not None:
-            return self._log.record(self._number, data)
-        return encode_event(data, event="message")
-
-    async def finish(self, message: Any, status: int = 200) -> WholeAnswer | Sink:
-        self._not_soon()
-        if self._opening is not None:
-            await self._opening
-        if self.stream is None and not self._streamed:
-            return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
-        async with self._lock:
-            head = await self._start() if self.stream is None else b""
-            frame = self._frame(message)
-            if self._log is not None:
-                self._log.finish(self._number)
-            # Headers, priming, the last event and the stream's end: as few sends as can be.
-            await self._started().write_eof(head + frame)
-        return self._started()
 
 
 class Endpoint:
@@ -324,7 +213,9 @@ class Endpoint:
         """Streamable HTTP: the answers in the response, as JSON or as an SSE stream."""
         adapter, failures, requests = arrival.adapter, arrival.failures, arrival.requests
         log = self._log_of(arrival.session)
-        responder = Responder(request, headers, log, priming=adapter.primes_streams)
+        responder = Responder(
+            request, headers, log, priming=adapter.primes_streams, keepalive=self.route.keepalive
+        )
         if isinstance(arrival.preamble.body, list):
             answers = [
                 adapter.encode_failure(f.id, f.failure, None) for f in failures if f.id is not None
@@ -484,20 +375,31 @@ class Endpoint:
         (``idle_ends``) or gets a keep-alive comment; a client that does not read for
         that long is cut off."""
         idle = self.route.stream_idle_timeout
+        beat = self.route.keepalive
+        loop = asyncio.get_running_loop()
         self.pipeline.stream_opened(session, True)
         try:
+            quiet_since = spoke = loop.time()  # the last message; the last write
             while True:
+                now = loop.time()
+                wait = idle - (now - quiet_since)
+                if beat > 0:
+                    wait = min(wait, beat - (now - spoke))
                 try:
-                    async with asyncio.timeout(idle):
+                    async with asyncio.timeout(max(wait, 0.0)):
                         message = await session.outbox.get()
                 except TimeoutError:
-                    if idle_ends:
-                        break
+                    now = spoke = loop.time()
+                    if now - quiet_since >= idle:
+                        if idle_ends:
+                            break
+                        quiet_since = now
                     async with asyncio.timeout(idle):
-                        await stream.write(b": keep-alive\n\n")
+                        await stream.write(KEEPALIVE_COMMENT)
                     continue
                 if message is None:
                     break
+                quiet_since = spoke = loop.time()
                 async with asyncio.timeout(idle):
                     await stream.write(_framed(message, log, number))
                 # Not kept while the stream idles: thousands of idle streams would each

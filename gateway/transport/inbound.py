@@ -381,7 +381,8 @@ class Runner:
             policy = self.route.policy
             if policy is not None:  # exposure and rate limits, then the call (or its pages)
                 handle = functools.partial(self._handle, arrival, exchange=exchange)
-                outcome = await policy.run(call, arrival.principal, handle)
+                charged = not self._continues(call, arrival.principal)
+                outcome = await policy.run(call, arrival.principal, handle, charged=charged)
             else:
                 outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.reword_failure is not None:
@@ -392,9 +393,28 @@ class Runner:
         if self.route.observers:
             self._observe(call, adapter, profile, outcome, started, detail)
         message = adapter.encode(call, profile, outcome)
+        tap = self.route.console
+        if tap is not None:
+            tap(call, adapter.version, arrival.principal, profile, outcome, message, started)
         if isinstance(outcome, Failure) and not adapter.failure_is_result(outcome, call.operation):
             return Reply(message, adapter.http_status(outcome), dict(outcome.headers))
         return Reply(message, 200, {})
+
+    def _continues(self, call: Call, principal: str) -> bool:
+        """Whether ``call`` answers a round of a call already charged to ``principal``
+        (its requestState sealed here, for this call, and good for one use): not a
+        new call for rate limits.  A parked call's round is resumed once at most (a
+        replay is refused before any upstream work); a carried or restarted one only
+        where a ledger spends each state once (a cluster).  A state the gateway did
+        not seal cannot be told from a new call: charged."""
+        sealer = self.route.backend.forwarder.sealer
+        if call.state is None or not sealer.is_ours(call.state):
+            return False
+        try:
+            claims = sealer.open(call.state, call, self.route.path, principal)
+        except Failure:
+            return False
+        return claims.get("k") == "parked" or sealer.ledger is not None
 
     def _observe(
         self,

@@ -12,7 +12,7 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
 from gateway.core.limits import Quota
 from gateway.protocol import AdapterSet
-from gateway.transport.common import CallObserver
+from gateway.transport.common import CallObserver, CallTap
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
 
@@ -24,6 +24,9 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_MAX_BATCH = 64
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_STREAM_IDLE_TIMEOUT = 300.0
+# An open SSE answer quiet this long gets a comment (seconds; 0: never), so that a
+# proxy's idle timeout between client and gateway (nginx's 60 s) does not cut it.
+DEFAULT_KEEPALIVE = 15.0
 # Calls in flight and open standalone streams: per principal, and in all.
 DEFAULT_MAX_INFLIGHT_PER_PRINCIPAL = 200
 DEFAULT_MAX_INFLIGHT = 2_000
@@ -50,9 +53,12 @@ class Route:
     # idle (nothing to send, or a client that does not read).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT
+    keepalive: float = DEFAULT_KEEPALIVE
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
     observers: list[CallObserver] = field(default_factory=list)
+    # The console's recent-calls tap (None, one attribute check a call, when it is off).
+    console: CallTap | None = None
     # The route's OAuth side (None: no credentials are checked or passed on specially).
     auth: RouteAuth | None = None
     # Who a caller is: a keyed digest of its credentials and tenant headers.

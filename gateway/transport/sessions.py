@@ -241,6 +241,14 @@ class SessionStore:
             self.delete(sid)
         return len(expired)
 
+    def by_revision(self) -> dict[str, int]:
+        """Open sessions by the revision their clients negotiated (the console's)."""
+        counts: dict[str, int] = {}
+        for session in self._sessions.values():
+            version = session.view.protocol_version
+            counts[version] = counts.get(version, 0) + 1
+        return counts
+
     def close_all(self) -> None:
         for sid in list(self._sessions):
             self.delete(sid)

@@ -5,15 +5,13 @@ clients never collide, the upstream's requests in between answered (ping
 here, asks through the client), its events handed on, and, when the caller
 gives up first, the upstream told to stop.
 
-Each call is held to the route's ``timeout``: a deadline for each call's whole time
-upstream, kept by one timer per route (not one per call: a timer armed and
-cancelled per call costs more than the check).
-
-A call's clock pauses while the upstream waits on the client (a question it
-asked is being answered): a person taking their time is no upstream's fault.  A
-stream the upstream keeps alive with notifications or comments does not extend
-it.  A call past its deadline has its task cancelled; :meth:`Clock.expired` tells
-the call's own code that the cancellation was the deadline's, not the client's.
+Each call is held to the route's ``timeout``: a deadline for each call's whole
+time upstream (:mod:`.deadlines`).  A call's clock pauses while the upstream
+waits on the client (a question it asked is being answered): a person taking
+their time is no upstream's fault.  The time paused has its own bound (the
+route's ``ask_timeout``, in all for the call): a client that never answers, or
+an upstream asking without end, must not hold a call open for ever.  A stream
+the upstream keeps alive with notifications or comments does not extend either.
 """
 
 from __future__ import annotations
@@ -53,83 +51,12 @@ from gateway.core import (
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter
 from gateway.upstream.carriers.base import Carrier, CarrierError, Reply, answers, final
+from gateway.upstream.deadlines import Clock, Deadlines
 
 log = structlog.get_logger(__name__)
 
 # How many pages a listing the gateway makes on its own may take.
 MAX_PAGES = 100
-
-# How often the route's timer looks at its calls, at most (and at least a quarter
-# of the route's timeout, so a short timeout is kept close).
-MAX_TICK = 1.0
-
-
-class Clock:
-    """One call's deadline."""
-
-    __slots__ = ("_paused", "due", "expired", "paused_at", "task")
-
-    def __init__(self, task: asyncio.Task[object] | None, due: float) -> None:
-        self.task = task
-        self.due = due
-        self.expired = False
-        self.paused_at = 0.0
-        self._paused = 0
-
-    @property
-    def paused(self) -> bool:
-        return self._paused > 0
-
-    def pause(self) -> None:
-        if self._paused == 0:
-            self.paused_at = asyncio.get_running_loop().time()
-        self._paused += 1
-
-    def resume(self) -> None:
-        self._paused -= 1
-        if self._paused == 0:
-            # The time it waited on the client is given back.
-            self.due += asyncio.get_running_loop().time() - self.paused_at
-
-
-class Deadlines:
-    """The deadlines of one route's calls in flight (``budget`` seconds each)."""
-
-    def __init__(self, budget: float) -> None:
-        self.budget = budget
-        self._tick = min(MAX_TICK, budget / 4)
-        self._clocks: set[Clock] = set()
-        self._timer: asyncio.TimerHandle | None = None
-
-    def start(self) -> Clock:
-        """The running task's call begins: its clock, running."""
-        loop = asyncio.get_running_loop()
-        clock = Clock(asyncio.current_task(), loop.time() + self.budget)
-        self._clocks.add(clock)
-        if self._timer is None:
-            self._timer = loop.call_later(self._tick, self._check)
-        return clock
-
-    def stop(self, clock: Clock) -> None:
-        self._clocks.discard(clock)
-
-    def _check(self) -> None:
-        self._timer = None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        for clock in [c for c in self._clocks if c.due <= now and not c.paused]:
-            self._clocks.discard(clock)
-            clock.expired = True
-            if clock.task is not None:
-                clock.task.cancel()
-        if self._clocks:
-            self._timer = loop.call_later(self._tick, self._check)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._clocks.clear()
 
 
 @dataclass
@@ -141,15 +68,25 @@ class InFlight:
     # Calls blocked on an ask of their own: their handler cannot be asking anything else.
     waiting: set[int] = field(default_factory=set)
 
-    def owner(self) -> tuple[int, Exchange] | None:
+    def owner(self, question: bool = False) -> tuple[int, Exchange] | None:
         """A message off any call's stream belongs to a call only if just one could have
-        sent it: one call in flight that is not itself blocked on an ask."""
+        sent it: one call in flight that is not itself blocked on an ask (for a
+        ``question``, a call whose client cannot be asked, a listing, is none)."""
         running = [
             (upstream_id, exchange)
             for upstream_id, (exchange, _) in self.calls.items()
             if upstream_id not in self.waiting
         ]
+        if question and len(running) > 1:
+            running = [(key, exchange) for key, exchange in running if exchange.ask is not None]
         return running[0] if len(running) == 1 else None
+
+    def any_asking(self) -> tuple[int, Exchange] | None:
+        """The first call in flight whose client can be asked (blocked or not)."""
+        for upstream_id, (exchange, _) in self.calls.items():
+            if exchange.ask is not None:
+                return upstream_id, exchange
+        return None
 
 
 @dataclass
@@ -183,17 +120,20 @@ class QuestionBounds:
 
 class Calls:
     """Runs calls upstream; owns the background work they leave (cancel notices).
-    ``deadline`` bounds each call's whole time upstream (None: no bound)."""
+    ``deadline`` bounds each call's whole time upstream (None: no bound), ``waits``
+    its time paused on the client."""
 
     def __init__(
         self,
         ids: Iterator[int],
         deadline: float | None = None,
         questions: QuestionBounds | None = None,
+        waits: float = float("inf"),
     ) -> None:
         self.ids = ids
         self.deadline = deadline
-        self._deadlines = Deadlines(deadline) if deadline is not None else None
+        self.waits = waits
+        self._deadlines = Deadlines(deadline, waits) if deadline is not None else None
         self.questions = questions or QuestionBounds()
         self._answering = asyncio.Semaphore(ANSWERS_AT_ONCE)
         self._background: set[asyncio.Task[None]] = set()
@@ -253,6 +193,12 @@ class Calls:
         except asyncio.CancelledError as exc:
             if clock is None or not clock.expired or _uncancel() > 0:
                 raise  # the client's cancellation (too), not only the deadline's
+            if clock.expired == "ask_timeout":
+                raise CarrierError(
+                    f"the client's answers took longer than the route's ask_timeout of "
+                    f"{self.waits:g} s",
+                    timeout=True,
+                ) from exc
             raise CarrierError(
                 f"no answer within the route's timeout of {self.deadline:g} s", timeout=True
             ) from exc
@@ -525,7 +471,7 @@ class _Answering:
     ) -> None:
         self.calls, self.channel, self.upstream_id = calls, channel, upstream_id
         self.exchange, self.headers = exchange, headers
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[asyncio.Task[None], dict[str, Any]] = {}  # the question each answers
         self.clock = clock
         self.asked = 0  # requests the upstream sent in this call
 
@@ -562,7 +508,7 @@ class _Answering:
         if not self.tasks and self.clock is not None:
             self.clock.pause()  # the upstream waits on the client now, not we on it
         task = self.calls.spawn(self._answer(message))
-        self.tasks.add(task)
+        self.tasks[task] = message
         task.add_done_callback(self._done)
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -570,7 +516,7 @@ class _Answering:
         await self.calls.send_answer(self.channel.carrier, answer, self.headers)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         if not self.tasks and self.clock is not None:
             self.clock.resume()
         if not self.tasks and self.channel.inflight is not None:
@@ -583,9 +529,19 @@ class _Answering:
             await asyncio.wait(set(self.tasks))
 
     def stop(self) -> None:
-        """The call was abandoned: what it asked no longer needs an answer."""
-        for task in list(self.tasks):
+        """The call was abandoned: what it asked no longer needs an answer.  Ended
+        by the bound on waiting for the client, each open question is refused (the
+        upstream may still be waiting on it as it reads the cancel notice)."""
+        waited = self.clock is not None and self.clock.expired == "ask_timeout"
+        for task, message in list(self.tasks.items()):
             task.cancel()
+            if waited:
+                refusal = rpc.error(
+                    message["id"], -32603, "the client did not answer within ask_timeout"
+                )
+                self.calls.spawn(
+                    self.calls.send_answer(self.channel.carrier, refusal, self.headers)
+                )
 
 
 def _uncancel() -> int:

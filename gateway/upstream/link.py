@@ -26,7 +26,17 @@ import aiohttp
 import orjson
 import structlog
 
-from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
+from gateway.core import (
+    MAY_ASK,
+    Call,
+    Event,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    Value,
+)
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
@@ -34,8 +44,15 @@ from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.probe import EraProbe, Verdict
-from gateway.upstream.roots import NO_ROOTS, ROOTS_QUESTION, RootsRule, as_roots, roots_digest
-from gateway.upstream.session import OWN_KEY
+from gateway.upstream.roots import (
+    NO_ROOTS,
+    ROOTED,
+    ROOTS_QUESTION,
+    RootsRule,
+    as_roots,
+    roots_digest,
+)
+from gateway.upstream.session import OWN_KEY, UpstreamSession
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts
@@ -98,6 +115,7 @@ class UpstreamLink:
         self._calls = Calls(
             itertools.count(1),
             deadline=settings.request_timeout,
+            waits=settings.ask_timeout,
             questions=QuestionBounds(settings.questions_at_once, settings.questions_per_call),
         )
         self._probe = EraProbe(settings, adapters, self._primary, self._calls.ids, self._sse_check)
@@ -107,7 +125,7 @@ class UpstreamLink:
         # A tool's declared header parameters, by the newest stateless revision's rules.
         self._tools = ToolBook(next(iter(adapters.stateless), None))
         # Whose roots a stateless pool's server sees (upstream/roots.py).
-        self._roots = RootsRule(settings.roots == "per-client")
+        self._roots = RootsRule(settings.roots, settings.route)
         self._sessions.unsolicited.roots_heard = self._roots.heard
 
     def pool_counts(self) -> tuple[int, int]:
@@ -117,6 +135,11 @@ class UpstreamLink:
     def session_count(self) -> int:
         """Open handshake-era upstream sessions (0 for a stateless upstream)."""
         return len(self._sessions)
+
+    @property
+    def roots_mode(self) -> str:
+        """How a stateless client's roots are had on this route (upstream/roots.py)."""
+        return self._roots.mode
 
     def tool_index_restarts(self) -> int:
         """Times a principal's tool index passed its bound (upstream/tools.py)."""
@@ -231,8 +254,14 @@ class UpstreamLink:
 
     def _pool_roots(self, exchange: Exchange) -> dict[str, Any] | None:
         """What a stateless client's pool without roots of its own answers its server's
-        ``roots/list`` (no roots), per client; None: its client is asked."""
-        return NO_ROOTS if not self._shared and self._roots.applies(exchange) else None
+        ``roots/list`` where the server keeps roots per session (no roots); None: the
+        question goes to a client (and the session is then keyed by its answer)."""
+        return NO_ROOTS if not self._shared and self._roots.per_session(exchange) else None
+
+    def _rooting(self, exchange: Exchange) -> bool:
+        """Whether a roots question on this exchange's pool goes to the caller, whose
+        answer then names the pool (upstream/roots.py)."""
+        return not self._shared and self._roots.applies(exchange)
 
     async def _rooted(
         self, key: str, call: Call, exchange: Exchange
@@ -244,7 +273,9 @@ class UpstreamLink:
             return key, roots
         assert exchange.ask is not None  # asks_first says the client can be asked
         roots = as_roots(await exchange.ask(ROOTS_QUESTION))
-        return f"{key}:r:{roots_digest(roots)}", roots
+        rooted = f"{key}{ROOTED}{roots_digest(roots)}"
+        self._sessions.take_over(key, rooted, roots)
+        return rooted, roots
 
     async def attach(self, exchange: Exchange) -> None:
         """Open the exchange's client's upstream session (and its own stream) if it is
@@ -277,8 +308,8 @@ class UpstreamLink:
         verdict = self.verdict
         if verdict is None or not verdict.adapter.has_handshake:
             return
-        if call.operation is Operation.ROOTS_LIST_CHANGED and self._pool_roots(exchange):
-            return  # per client, a stateless client's next call brings its roots anyway
+        if call.operation is Operation.ROOTS_LIST_CHANGED and self._rooting(exchange):
+            return  # a stateless client's roots reach its server only in its calls
         session = self._sessions.find(self._session_key(exchange, verdict.adapter))
         if session is not None:
             await self._sessions.notify(session, call, exchange)
@@ -314,23 +345,41 @@ class UpstreamLink:
     ) -> Outcome:
         """``call`` on the exchange's session (``own``: on the gateway's own session of
         that key instead, which declares nothing, so holds no roots)."""
-        roots: dict[str, Any] | None = None
         if own is not None:
-            key = own
-        else:
-            pool = self._session_key(exchange, verdict.adapter)
-            key, roots = await self._rooted(pool, call, exchange)
+            return await self._on_session(verdict, call, exchange, own, None)
+        pool = self._session_key(exchange, verdict.adapter)
+        key, roots = await self._rooted(pool, call, exchange)
+        if roots is not None or not self._rooting(exchange) or call.operation not in MAY_ASK:
+            return await self._on_session(verdict, call, exchange, key, roots)
+        key = self._sessions.claim(pool)  # its roots question can only be its own
+        try:
+            return await self._on_session(verdict, call, exchange, key, None, pool)
+        finally:
+            self._sessions.unclaim(key)
+
+    async def _on_session(
+        self,
+        verdict: Verdict,
+        call: Call,
+        exchange: Exchange,
+        key: str,
+        roots: dict[str, Any] | None,
+        pool: str | None = None,
+    ) -> Outcome:
+        """``call`` on ``key``'s session (opened with ``roots`` if need be); ``pool``:
+        a roots-free pool's, whose roots question goes to the caller."""
+        rooting = pool is not None
         for attempt in range(2):
             try:
-                session = await self._sessions.get(
-                    key, exchange, verdict.transport, verdict.adapter, roots
-                )
+                session = await self._session(key, exchange, verdict, roots)
             except CarrierError as exc:
                 return carrier_failure(exc)
             except Failure as failure:
                 return failure
+            if pool is not None and session.scope == key:
+                session.scope = pool  # its listeners are the pool's
             try:
-                outcome = await self._sessions.run(session, call, exchange)
+                outcome = await self._sessions.run(session, call, exchange, rooting)
             except CarrierError as exc:
                 await self._sessions.drop(key, session)
                 expired = exc.status == 404 and session.session_id is not None
@@ -339,13 +388,20 @@ class UpstreamLink:
                 ):
                     continue  # the session ended upstream: initialize again, once
                 return carrier_failure(exc)
-            if roots is not None and roots is not NO_ROOTS:
-                self._roots.ran(session.opened_at, session.roots_asked)
             if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
                 tools = self._tools.of(exchange.principal)
                 tools.learn(session.adapter, outcome, param_headers=False)
             return outcome
         raise AssertionError("unreachable")
+
+    async def _session(
+        self, key: str, exchange: Exchange, verdict: Verdict, roots: dict[str, Any] | None
+    ) -> UpstreamSession:
+        """``key``'s session; one given a client's roots while it was being found has
+        left the key (it is not this caller's), so the key's next one."""
+        get = partial(self._sessions.get, key, exchange, verdict.transport, verdict.adapter)
+        session = await get(roots)
+        return session if session.key == key else await get(roots)
 
     async def _execute_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
         try:

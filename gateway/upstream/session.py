@@ -32,15 +32,15 @@ class UpstreamSession(Channel):
     listener: asyncio.Task[None] | None = None
     # Whose it is: the pool key, and the client session it mirrors (None: a pool).
     key: str | None = None
+    # The key it was opened under (its listeners' scope), kept when given a
+    # client's roots moves it to a key naming them.
+    scope: str | None = None
     downstream: Downstream | None = None
     principal: str = ""
     last_used: float = field(default_factory=time.monotonic)
-    opened_at: float = field(default_factory=time.monotonic)
-    # The roots this session's server is answered with by the gateway itself (a
-    # stateless pool's, per client: see upstream/roots.py); None: its client is asked.
+    # The roots this session's server holds, a stateless client's (see
+    # upstream/roots.py): the gateway answers it with them; None: its client is asked.
     roots: dict[str, Any] | None = None
-    # Whether its server has asked roots/list (how the gateway learns it uses roots).
-    roots_asked: bool = False
     # A pool's questions asked outside any call (the upstream's requests), held for
     # its next call; an answer of None: answered and sent upstream.
     held: Questions[dict[str, Any], dict[str, Any] | None] = field(

@@ -22,6 +22,8 @@ import aiohttp
 import structlog
 
 from gateway.core import (
+    Answer,
+    AskKind,
     Call,
     Exchange,
     Failure,
@@ -39,7 +41,7 @@ from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.poolcounts import PoolCounts
-from gateway.upstream.roots import answering_roots
+from gateway.upstream.roots import ROOTED, answering_roots, roots_digest, taking_roots
 from gateway.upstream.session import UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.unsolicited import Unsolicited
@@ -78,6 +80,10 @@ def _busy(kind: FailureKind, limit: int) -> Failure:
     )
 
 
+def _asks_roots(message: dict[str, Any]) -> bool:
+    return message.get("method") == AskKind.LIST_ROOTS.method
+
+
 def _ended() -> Failure:
     return Failure(FailureKind.SESSION_NOT_FOUND, "the client's session has ended")
 
@@ -112,6 +118,8 @@ class SessionPool:
         self.unsolicited = Unsolicited(calls, settings.url)
         self.on_session: SessionCallback | None = None
         self._profile: ServerProfile | None = None
+        # Keys of roots-free pools with a call that may ask running (see claim).
+        self._claims: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -360,6 +368,7 @@ class SessionPool:
             owns_carrier=carrier is not self._primary and carrier is not self._streamable,
             headers={**headers, **adapter.client_headers(None, session_id)},
             key=key,
+            scope=key,
             downstream=exchange.downstream if exchange is not None else None,
             roots=roots,  # before its stream opens: the server may ask at once
         )
@@ -446,13 +455,21 @@ class SessionPool:
 
     # ---------------------------------------------------------------- calls
 
-    async def run(self, session: UpstreamSession, call: Call, exchange: Exchange) -> Outcome:
+    async def run(
+        self, session: UpstreamSession, call: Call, exchange: Exchange, rooting: bool = False
+    ) -> Outcome:
         """Run one call in ``session``: a pool's held questions first, the log level
-        brought up if need be."""
+        brought up if need be.  ``rooting``: the caller's roots are its own (a
+        stateless client's, upstream/roots.py), so a roots question moves the session
+        to the key that names the answer."""
         if session.roots is not None:
             # Asked in the call, the pool's roots are the pool's to give, as outside it.
-            heard = partial(self.unsolicited.heard_roots, session)
+            heard = partial(self.unsolicited.heard_roots, True)
             ask = answering_roots(session.roots, exchange.ask, heard)
+            exchange = exchange.routed(ask, exchange.emit)
+        elif rooting:
+            asking = partial(self._asking_roots, session)
+            ask = taking_roots(exchange.ask, asking, partial(self._given_roots, session))
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
@@ -464,6 +481,81 @@ class SessionPool:
             if isinstance(level, str) and session.key is not None:
                 session.log_level = self._levels[session.key] = level
         return outcome
+
+    def _asking_roots(self, session: UpstreamSession) -> None:
+        """A client is being asked for the roots ``session``'s server asked: no other
+        call lands on it meanwhile (it leaves the roots-free pool now)."""
+        self.unsolicited.heard_roots(in_call=True)
+        if session.roots is None:
+            self._rekey(session, f"{session.scope}{ROOTED}?{next(self._calls.ids)}")
+
+    def _given_roots(self, session: UpstreamSession, roots: dict[str, Any] | None) -> None:
+        """``session``'s server holds ``roots`` now: it is kept under the key naming them
+        (a stateless client with the same roots asked first finds it there); given
+        two clients' different roots, under a key nobody asks for.  None: no client
+        was asked (its call ended first): back to the pool, the question held there
+        for its next call (the pool has a new session meanwhile: left aside, ended
+        once idle)."""
+        if roots is None:
+            scope = session.scope
+            if session.roots is None and scope is not None and scope not in self._sessions:
+                self._rekey(session, scope)
+            return
+        digest = roots_digest(roots)
+        key = f"{session.scope}{ROOTED}{digest}"
+        if session.roots is not None and roots_digest(session.roots) != digest:
+            key = f"{session.scope}{ROOTED}mixed:{next(self._calls.ids)}"
+        session.roots = roots
+        # Asked again while its client answered (a tool's own roots/list): answered
+        # now, with what its server was just given.
+        for message, future in session.held.take(_asks_roots):
+            future.set_result(session.adapter.client_answer(message["id"], Answer(result=roots)))
+        held = self._sessions.get(key)
+        if held is not None and held is not session:
+            if not self._idle(held):
+                key = f"{key}:{next(self._calls.ids)}"
+            else:  # the older one serves nobody the newer cannot
+                self._calls.spawn(self.drop(key, held))
+        self._rekey(session, key)
+
+    def claim(self, pool: str) -> str:
+        """The key a call that may ask runs under, in a roots-free pool: one no other
+        such call holds (``pool``, then ``pool|1`` ...), so a roots question its
+        server asks, even outside the call's own stream, can only be this call's
+        (its client's roots never reach another's call); past the principal's pool
+        bound, ``pool`` shared.  Let go with :meth:`unclaim`."""
+        for n in range(MAX_POOLS_PER_PRINCIPAL):
+            key = f"{pool}|{n}" if n else pool
+            if not self._claims[key]:
+                break
+        else:
+            key = pool
+        self._claims[key] += 1
+        return key
+
+    def unclaim(self, key: str) -> None:
+        self._claims -= Counter({key: 1})
+
+    def take_over(self, pool: str, key: str, roots: dict[str, Any]) -> None:
+        """A client asked first gives ``roots`` (``key`` names them): the pool's idle
+        session that no client gave roots yet, if any, becomes that key's, so a
+        question its server asked outside calls (held there) is answered with them."""
+        session = self._sessions.get(pool)
+        if key in self._sessions or session is None or session.roots is not None:
+            return
+        if session.inflight.calls or session.closed:
+            return
+        session.roots = roots
+        self._rekey(session, key)
+
+    def _rekey(self, session: UpstreamSession, key: str) -> None:
+        old = session.key
+        if old is not None and self._sessions.get(old) is session:
+            self._unkeep(old)
+        elif session.closed:
+            return
+        session.key = key
+        self._keep(key, session)
 
     async def notify(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """A client notification for its own upstream session (roots changed, say)."""

@@ -21,6 +21,9 @@ GATEWAY_CAPABILITIES: dict[str, Any] = {
 # Seconds: to connect, for one call's answer, for the era probe's answer.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 300.0
+# How long one call may wait on its client in all (seconds): a person answering; as
+# long as a parked call's round lives by default (the settings' park_ttl).
+DEFAULT_ASK_TIMEOUT = 600.0
 DEFAULT_PROBE_TIMEOUT = 10.0
 # Connections one route keeps open to its upstream at once.
 DEFAULT_MAX_CONNECTIONS = 1024
@@ -40,14 +43,16 @@ class UpstreamSettings:
     # End upstream sessions with DELETE when their client's session ends (off only for
     # servers that cannot take it: some crash on DELETE).
     end_sessions: bool = True
-    # Whose roots a stateless client's pooled session holds: "per-client" (the asking
-    # client's, one round per call that may ask; see upstream/roots.py) or "shared"
-    # (whichever caller the pool's server asked first, kept for the pool).
+    # Whose roots a stateless client's pooled session holds: "per-client" (asked only
+    # when the server asks; see upstream/roots.py), "per-session" (the server keeps
+    # them per session: asked first) or "shared" (the pool's first answer for all).
     roots: str = "per-client"
     route: str = ""
     version: str | None = None  # pin the upstream's revision instead of probing
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    # How long a call may wait on its client in all (the request clock paused).
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     # "none": an upstream's redirect is an error; "same-origin": 307/308 within the
     # upstream's origin are followed.  Never to another origin.

@@ -5,8 +5,8 @@ arrive on a session's own channel (its GET stream, or what HTTP+SSE and stdio
 could not attribute to a call) belong to that session's client, never to
 another one:
 
-- ``roots/list`` on a pool that holds roots of its own (per-client roots, see
-  :mod:`.roots`) is answered with them by the gateway;
+- ``roots/list`` on a pool that holds a client's roots (see :mod:`.roots`) is
+  answered with them by the gateway;
 - a message that only one call could have sent (one call in flight, not itself
   blocked on an ask) is that call's;
 - otherwise a session that mirrors a client's own session hands requests to
@@ -54,8 +54,9 @@ class Unsolicited:
         self._calls = calls
         self._upstream = upstream
         self.notify: NotificationSink | None = None
-        # Told whenever a server asks roots/list (it uses roots: upstream/roots.py).
-        self.roots_heard: Callable[[], None] | None = None
+        # Told whenever a server asks roots/list, and whether inside a call
+        # (upstream/roots.py).
+        self.roots_heard: Callable[[bool], None] | None = None
 
     async def listen(self, session: UpstreamSession, opened: asyncio.Event | None = None) -> None:
         """The session's own channel, for as long as the session lives; ``opened`` is
@@ -144,24 +145,26 @@ class Unsolicited:
         own (its key names them: no client is asked); None for any other request."""
         if message.get("method") != AskKind.LIST_ROOTS.method:
             return None
-        self.heard_roots(session)
+        self.heard_roots(in_call=False)
         if session.roots is None:
             return None
         return session.adapter.client_answer(message["id"], Answer(result=session.roots))
 
-    def heard_roots(self, session: UpstreamSession) -> None:
-        """``session``'s server asked ``roots/list`` (in a call or outside one): it
-        uses roots."""
-        session.roots_asked = True
+    def heard_roots(self, in_call: bool) -> None:
+        """A session's server asked ``roots/list``, in a call or outside one."""
         if self.roots_heard is not None:
-            self.roots_heard()
+            self.roots_heard(in_call)
 
     def _answer(
         self, session: UpstreamSession, message: dict[str, Any]
     ) -> Awaitable[dict[str, Any] | None]:
         """Who answers a server request, decided now: a question the pool holds is
         queued before the session's next call can look for it."""
-        owner = session.inflight.owner()
+        owner = session.inflight.owner(question=True)
+        if owner is None and session.downstream is not None:
+            # A client session's calls are all that client's: any call's own stream
+            # reaches it, where it reads (it may have no standalone stream open).
+            owner = session.inflight.any_asking()
         if owner is not None and owner[1].ask is not None:
             # Only a call whose client can be asked may own a question (a listing
             # cannot carry one: the session's client or the pool's next call will).
@@ -259,8 +262,9 @@ class Unsolicited:
                     await exchange.emit(replace(event, params=params))
             return
         if event.method in SESSION_NOTIFICATIONS:
-            if session.key is not None and self.notify is not None:
-                await self.notify(session.key, event)
+            scope = session.scope or session.key
+            if scope is not None and self.notify is not None:
+                await self.notify(scope, event)
             return
         owner = session.inflight.owner()
         if owner is not None and event.method == "notifications/message":

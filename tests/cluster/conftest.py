@@ -161,7 +161,7 @@ http {{
             proxy_set_header Connection "";
             proxy_buffering off;
             proxy_request_buffering off;
-            proxy_read_timeout 60s;
+            proxy_read_timeout {read_timeout}s;
             proxy_connect_timeout 2s;
         }}
     }}
@@ -215,7 +215,7 @@ def replicas_behind_nginx(cluster: Cluster, nginx: str, count: int = 3) -> Itera
             f"        server 127.0.0.1:{r.port} max_fails=0;" for r in cluster.replicas
         )
         conf = tmp / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=lb_port))
+        conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=lb_port, read_timeout=60))
         nginx_argv = [nginx, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "nginx-stderr.log")]
         with _process(nginx_argv, tmp / "nginx.log") as lb:
             wait_port(lb_port, 10.0, lb)

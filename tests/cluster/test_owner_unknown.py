@@ -12,6 +12,7 @@ session and the parked call, the requests go straight to B."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -99,7 +100,13 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    tmp = tmp_path_factory.mktemp("owner")
+    with two_replicas(tmp_path_factory.mktemp("owner")) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def two_replicas(tmp: Path) -> Iterator[Pair]:
+    """A Redis of its own, the demo upstream, two replicas behind nginx."""
     store = Redis(free_port(), tmp)
     store.start()
     demo_port = free_port()

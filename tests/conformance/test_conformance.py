@@ -1,20 +1,17 @@
-"""The official MCP conformance suite's server scenarios, direct and through the gateway.
+"""The conformance gate: the official MCP conformance suite, six lanes, against baseline.json.
 
-One test per (lane, scenario) for every scenario the upstream server passes directly
-(the control): the direct lane must keep passing it, and so must the gateway lane in
-front of the same server.  Where the gateway fails one today the test is a strict
-xfail whose reason names the failing checks, so the list stays visible and a fix
-turns it into an XPASS that must be acknowledged here.
+Each lane runs the whole suite once, in the suite's order (tests/conformance/run.py):
+both kinds of fixture upstream directly (the control), through one `gateway serve` in
+their own era, and through one in the other era.  baseline.json (committed) records
+every lane's verdict per scenario; the gate is the one source of truth:
 
-Scenarios the upstream server fails directly say nothing about the gateway and are
-not applicable (mostly: the pinned SDK peers do not register the suite's fixture
-tools, resources and prompts such as `test_image_content`).  They are listed in
-NOT_APPLICABLE and checked, as one test per kind, to still fail directly: a change of
-the suite or of a peer that makes one pass shows up there.  The exception is
-PARTIAL: scenarios the server fails directly on a few checks but passes on most,
-where the gateway lane must not fail any check that passes directly.
-
-`scripts/conformance` prints the whole scenario x lane table.
+* a scenario recorded as `pass` that fails now, or recorded as `fail: <check ids>`
+  that fails a check not listed, fails `test_lane_keeps_its_passes`,
+  naming lane, scenario and failing checks;
+* a scenario that passes but is recorded as failing (or not at all) fails
+  `test_lane_gains_are_recorded`: record it in the same commit with
+  `python -m tests.conformance.run --update-baseline` and commit the diff;
+* scenarios under `excluded` (each with its reason) flip on their own and are not judged.
 """
 
 from __future__ import annotations
@@ -23,109 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conformance.run import KINDS, LANES, Lane, missing, regressions, run_all
+from tests.conformance import baseline
+from tests.conformance.run import LANES, Lane, missing, run_all
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(400)]
-
-# Scenarios each kind's upstream passes directly (as measured with the pinned suite).
-DIRECT_PASS: dict[str, tuple[str, ...]] = {
-    "legacy": (
-        "completion-complete",
-        "logging-set-level",
-        "ping",
-        "prompts-list",
-        "resources-list",
-        "server-initialize",
-        "server-session-lifecycle",
-        "server-sse-multiple-streams",
-        "tools-call-error",
-        "tools-call-simple-text",
-        "tools-list",
-    ),
-    "modern": (
-        "caching",
-        "completion-complete",
-        "dns-rebinding-protection",
-        "http-header-validation",
-        "input-required-result-ignore-extra-params",
-        "input-required-result-missing-input-response",
-        "input-required-result-unsupported-methods",
-        "input-required-result-validate-input",
-        "prompts-list",
-        "resources-list",
-        "sep-2164-resource-not-found",
-        "server-sse-multiple-streams",
-        "tools-call-error",
-        "tools-call-simple-text",
-        "tools-list",
-    ),
-}
-
-# Failed directly on a few checks only (server-stateless: 25 of 28 checks pass; the
-# peer lacks the suite's `test_missing_capability` diagnostic tool).
-PARTIAL: dict[str, tuple[str, ...]] = {"legacy": (), "modern": ("server-stateless",)}
-
-# Failed directly: not applicable to the gateway.  Why, in the main: the peer lacks
-# the suite's fixture tool/resource/prompt (test_image_content, test://static-text,
-# test_simple_prompt, json_schema_2020_12_tool, an x-mcp-header tool ...); the legacy
-# peer has no DNS-rebinding protection, no resource subscriptions, and no SSE
-# priming events; the modern peer answers complete results where the suite's
-# input-required scenarios drive its fixture tools into InputRequiredResult.
-NOT_APPLICABLE: dict[str, tuple[str, ...]] = {
-    "legacy": (
-        "dns-rebinding-protection",
-        "elicitation-sep1034-defaults",
-        "elicitation-sep1330-enums",
-        "json-schema-2020-12",
-        "prompts-get-embedded-resource",
-        "prompts-get-simple",
-        "prompts-get-with-args",
-        "prompts-get-with-image",
-        "resources-read-binary",
-        "resources-read-text",
-        "resources-subscribe",
-        "resources-templates-read",
-        "resources-unsubscribe",
-        "server-sse-polling",
-        "tools-call-audio",
-        "tools-call-elicitation",
-        "tools-call-embedded-resource",
-        "tools-call-image",
-        "tools-call-mixed-content",
-        "tools-call-sampling",
-        "tools-call-with-logging",
-        "tools-call-with-progress",
-    ),
-    "modern": (
-        "http-custom-header-server-validation",
-        "input-required-result-basic-elicitation",
-        "input-required-result-basic-list-roots",
-        "input-required-result-basic-sampling",
-        "input-required-result-capability-check",
-        "input-required-result-multi-round",
-        "input-required-result-multiple-input-requests",
-        "input-required-result-non-tool-request",
-        "input-required-result-request-state",
-        "input-required-result-result-type",
-        "input-required-result-tampered-state",
-        "json-schema-2020-12",
-        "prompts-get-embedded-resource",
-        "prompts-get-simple",
-        "prompts-get-with-args",
-        "prompts-get-with-image",
-        "resources-read-binary",
-        "resources-read-text",
-        "resources-templates-read",
-        "tools-call-audio",
-        "tools-call-embedded-resource",
-        "tools-call-image",
-        "tools-call-mixed-content",
-        "tools-call-with-progress",
-    ),
-}
-
-# Gateway lanes that fail today: (lane, scenario) -> what fails (for the issue list).
-GATEWAY_XFAIL: dict[tuple[str, str], str] = {}
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
@@ -136,52 +34,37 @@ def lanes() -> Iterator[dict[str, Lane]]:
     yield run_all()
 
 
-def _cases() -> Iterator[object]:
-    for lane in LANES:
-        kind = lane.split("-")[0]
-        for scenario in DIRECT_PASS[kind] + PARTIAL[kind]:
-            reason = GATEWAY_XFAIL.get((lane, scenario))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            yield pytest.param(lane, scenario, id=f"{lane}:{scenario}", marks=marks)
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, object]:
+    return baseline.load()
 
 
-@pytest.mark.parametrize(("lane", "scenario"), list(_cases()))
-def test_scenario(lanes: dict[str, Lane], lane: str, scenario: str) -> None:
-    kind = lane.split("-")[0]
+def _ran(lanes: dict[str, Lane], lane: str) -> Lane:
     ran = lanes[lane]
-    assert not ran.error, ran.error
-    direct = lanes[f"{kind}-direct"].scenarios.get(scenario)
-    assert direct is not None, f"{scenario} did not run directly against {ran.upstream}"
-    if lane.endswith("-direct"):
-        if scenario in PARTIAL[kind]:
-            assert direct.verdicts > len(direct.failures), direct.summary()
-        else:
-            assert direct.passed, f"{ran.upstream} no longer passes it: {direct.summary()}"
-        return
-    lost = regressions(direct, ran.scenarios.get(scenario))
-    assert not lost, "passes directly, fails via the gateway: " + "; ".join(lost)
-    if scenario not in PARTIAL[kind]:
-        assert ran.scenarios[scenario].passed, ran.scenarios[scenario].summary()
+    assert not ran.error, f"{lane} did not run: {ran.error}"
+    return ran
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_not_applicable_still_fail_directly(lanes: dict[str, Lane], kind: str) -> None:
-    """Informational: which scenarios the direct server fails (so the gateway is not
-    judged on them), and that the lists above still describe the suite and the peer."""
-    direct = lanes[f"{kind}-direct"].scenarios
-    passing = {name for name, s in direct.items() if s.passed}
-    assert passing == set(DIRECT_PASS[kind]), (
-        f"newly passing directly: {sorted(passing - set(DIRECT_PASS[kind]))}; "
-        f"no longer passing: {sorted(set(DIRECT_PASS[kind]) - passing)}"
-    )
-    recorded = set(DIRECT_PASS[kind]) | set(PARTIAL[kind]) | set(NOT_APPLICABLE[kind])
-    assert set(direct) == recorded, (
-        f"scenarios not recorded here: {sorted(set(direct) - recorded)}; "
-        f"recorded but not run: {sorted(recorded - set(direct))}"
+@pytest.mark.parametrize("lane", LANES)
+def test_lane_keeps_its_passes(
+    lanes: dict[str, Lane], recorded: dict[str, object], lane: str
+) -> None:
+    lost = baseline.compare(recorded, lane, _ran(lanes, lane)).lost
+    assert not lost, "recorded as passing in baseline.json, fails now:\n" + "\n".join(lost)
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_lane_gains_are_recorded(
+    lanes: dict[str, Lane], recorded: dict[str, object], lane: str
+) -> None:
+    gained = baseline.compare(recorded, lane, _ran(lanes, lane)).gained
+    assert not gained, (
+        "passes now but baseline.json does not say so; record it in this commit with "
+        f"`{baseline.UPDATE}`:\n" + "\n".join(gained)
     )
 
 
-@pytest.mark.parametrize("lane", [lane for lane in LANES if lane.endswith("via-gateway")])
+@pytest.mark.parametrize("lane", [lane for lane in LANES if "via-gateway" in lane])
 def test_gateway_exits_cleanly(lanes: dict[str, Lane], lane: str) -> None:
-    """After the whole suite, the gateway exits 0 on SIGTERM and logged no error."""
+    """After the whole suite, the lane's gateway exits 0 on SIGTERM and logged no error."""
     assert not lanes[lane].gateway_log_errors, "\n".join(lanes[lane].gateway_log_errors)

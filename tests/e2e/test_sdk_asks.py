@@ -65,14 +65,10 @@ async def test_three_concurrent_asks_come_in_one_round(
 ) -> None:
     alice = client(http, gw, ALL_ASKS)
     requests, state = input_required(await alice.call("ask_three"))
-    if [r["method"] for r in requests.values()] == ["roots/list"]:
-        # Per-client roots (README: Sessions): the client's own roots first.
-        answers = {key: answer_for(r["method"]) for key, r in requests.items()}
-        requests, state = input_required(
-            await alice.call("ask_three", responses=answers, state=state)
-        )
+    # The server asks roots inside the call only: they come in the call's one round,
+    # not in one of their own first (docs/using/sessions.md).
     methods = sorted(r["method"] for r in requests.values())
-    assert methods == ["elicitation/create", "sampling/createMessage"], requests
+    assert methods == ["elicitation/create", "roots/list", "sampling/createMessage"], requests
     answers = {key: answer_for(r["method"]) for key, r in requests.items()}
     done = await alice.call("ask_three", responses=answers, state=state)
     assert complete_text(done) == "name=Ada; sample=sampled words; roots=file:///tmp/root-a"

@@ -34,6 +34,7 @@ from gateway.demo import DemoServer
 from tests.e2e.fake_client import (
     initialize,
     modern_headers,
+    modern_request,
     open_session,
     post,
     request,
@@ -524,3 +525,39 @@ def test_with_the_environment_unset_opentelemetry_is_never_imported() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+FORGED = "FORGED admin login ok user=root"
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+async def test_a_clients_trace_context_never_writes_into_the_log(
+    http: aiohttp.ClientSession, demo: RecordingDemo, traced_gateway: Any, fmt: str
+) -> None:
+    """A tracestate the OpenTelemetry SDK rejects, in the header or in ``_meta``, is
+    not logged as written (the SDK warns with the value, once per request), and a CR/LF
+    in it cannot forge a log line of its own in either log format."""
+    gw = await traced_gateway(f"/mcp={await demo.start()}", extra=("--log-format", fmt))
+    parent = traceparent(secrets.token_hex(16), secrets.token_hex(8))
+    headers = {**modern_headers("tools/call", "add"), "traceparent": parent}
+    rejected = "NOT A VALID MEMBER=client-wrote-this"
+    meta = {"traceparent": parent, "tracestate": f"x=1,\r\n{FORGED}\n[info] {FORGED}"}
+    for extra, body_meta in (({"tracestate": rejected}, None), ({}, meta)):
+        reply = await post(
+            http,
+            gw.url(),
+            modern_call("add", {"a": 2, "b": 3}, {}, meta=body_meta),
+            {**headers, **extra},
+        )
+        assert reply.result["content"][0]["text"] == "5", reply.text
+    # A method the gateway logs as it was written (an unknown one), with a line break.
+    unknown = await post(
+        http, gw.url(), modern_request(9, f"x/y\r\n{FORGED}"), modern_headers("x/y")
+    )
+    assert unknown.status in (400, 404) or unknown.error, unknown.text
+    log = gw.log()
+    assert "client-wrote-this" not in log
+    assert not any(
+        line.lstrip().startswith(("FORGED", "[info] FORGED")) for line in log.splitlines()
+    )
+    assert "Invalid key/value pair" not in log

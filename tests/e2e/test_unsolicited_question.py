@@ -10,8 +10,9 @@ gathers questions for 2 s (`GATEWAY_ASK_SETTLE`), so the call ends while the que
 is pending with it.
 
 That is the route option `roots=shared` (a pool's roots come from whichever caller it
-asked); by default (`roots=per-client`) a pool holds its own caller's roots and the
-gateway answers the server's `roots/list` itself, which the last test shows.
+asked); by default (`roots=per-client`) a server seen asking off-call keeps roots per
+session: a pool then holds its own caller's roots and the gateway answers the server's
+`roots/list` itself, which the last test shows.
 """
 
 from __future__ import annotations
@@ -169,15 +170,17 @@ async def _own_roots_call(http: aiohttp.ClientSession, url: str, name: str) -> d
 
 
 async def test_per_client_the_pool_answers_with_its_callers_roots(tmp_path: Path) -> None:
-    """Per client (the default), the call brings its client's roots first, and the
-    question the server asks off-call is answered by the gateway with them: no client is
-    asked for it, and the server knows the caller's roots before its next call."""
+    """Per client (the default), the first call runs at once (nothing asked it); the
+    question its server then asks off-call, which the call did not live to ask, says
+    the server keeps roots per session: the next call brings its client's roots first,
+    and the held question is answered by the gateway with them, so the server knows the
+    caller's roots before that call runs."""
     server = OffCallAsker()
     async with serving(server) as (url, runner):
         with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
             try:
                 async with aiohttp.ClientSession() as http:
-                    fired = await _own_roots_call(http, gw.url(), "fire")
+                    fired = await _call(http, gw.url(), "fire")
                     assert fired.get("resultType") == "complete", fired
                     told = await _own_roots_call(http, gw.url(), "roots")
             finally:

@@ -32,7 +32,7 @@ from tests.e2e.gateway_proc import RunningGateway, gateway
 pytestmark = pytest.mark.interop
 
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
-# Which pinned SDK stands for which revision (the README shows the same table).
+# Which pinned SDK stands for which revision (docs/testing.md shows the same table).
 CLIENTS = {
     "2024-11-05": "python-1.7.1-client",
     "2025-03-26": "python-1.9.4-client",

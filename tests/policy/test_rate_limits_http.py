@@ -24,6 +24,7 @@ from tests.e2e.fake_client import (
 from tests.e2e.gateway_proc import RunningGateway, free_port, gateway
 
 LIMITS = "rate=3/h,burst=3,tool_rate=2/h,tool_burst=2"
+ADD = {"a": 1, "b": 2}
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +48,16 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 class Caller:
     """A 2025-06-18 (or 2025-03-26) client with a session and credentials of its own."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, token: str, version: str) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        token: str,
+        version: str,
+        scheme: str = "Bearer",
+    ) -> None:
         self.http, self.url, self.version = http, url, version
-        self.auth = {"Authorization": f"Bearer {token}"}
+        self.auth = {"Authorization": f"{scheme} {token}"}
         self.headers: dict[str, str] = {}
         self.ids = 0
 
@@ -114,6 +122,40 @@ async def test_per_tool_then_per_caller(
     free = await Caller(http, running.url("/free"), "alice", "2025-06-18").open()
     for _ in range(5):
         assert (await free.tool("echo", {"text": "hi"})).status == 200
+
+
+async def test_one_token_is_one_caller_however_its_scheme_is_spelled(
+    running: RunningGateway, http: aiohttp.ClientSession
+) -> None:
+    """``bearer``, ``BEARER``, ... name the same caller (the scheme is case-insensitive):
+    a session per spelling still shares the one caller's burst of 3."""
+    answered = limited = 0
+    for scheme in ("Bearer", "bearer", "BEARER", "bEaReR", "BeArEr  "):
+        erin = await Caller(http, running.url("/limited"), "erin", "2025-06-18", scheme).open()
+        for tool in ("echo", "add"):  # two tools: the caller's bucket (3) is what binds
+            reply = await erin.tool(tool, {"text": "hi"} if tool == "echo" else {"a": 1, "b": 2})
+            if reply.status == 429:
+                assert reply.error["code"] == -32000, reply.text
+                limited += 1
+            else:
+                assert reply.status == 200, reply.text
+                answered += 1
+    assert (answered, limited) == (3, 7)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_a_refusal_is_a_plain_json_429_in_every_revision(
+    running: RunningGateway, http: aiohttp.ClientSession, version: str
+) -> None:
+    """Refused before anything went upstream, a call is answered as JSON with its 429
+    and Retry-After, also where the revision streams calls that may run long
+    (2025-11-25 primes such a stream): never an HTTP 200 stream carrying the error."""
+    frank = await Caller(http, running.url("/limited"), f"frank-{version}", version).open()
+    for tool, arguments in (("echo", {"text": "x"}), ("echo", {"text": "y"}), ("add", ADD)):
+        assert (await frank.tool(tool, arguments)).status == 200
+    refused = await frank.tool("add", ADD)
+    assert refused.content_type == "application/json", refused.text
+    assert_limited(refused, "")
 
 
 async def test_a_batch_answers_each_refused_call_with_its_error(

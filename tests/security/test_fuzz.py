@@ -3,7 +3,7 @@
 silence; and the gateway holds no more descriptors or memory afterwards.
 
 The shapes are bench/fuzz.py's generator, driven by hypothesis's randomness;
-`python -m bench.fuzz` runs the same for 100,000 messages (figures in the README).
+`python -m bench.fuzz` runs the same for 100,000 messages (figures in docs/security.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ roots `file://<a>`, waits (bounded) for its handler, asks the server's roots too
 - GATEWAY: the same client through `gateway serve --route /mcp=<server>`; the same
   expectations.  A 2026-07-28 client has no server-initiated requests: each of its calls
   is first asked for its roots (an `input_required` round its SDK answers on its own) and
-  runs on a pooled upstream session holding exactly those (README: Sessions), so its
+  runs on a pooled upstream session holding exactly those (docs/using/sessions.md), so its
   handler runs inside the tool call rather than before it, and a change of roots reaches
   the server with the next call.
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.upstream.calls import Deadlines
+from gateway.upstream.deadlines import Deadlines
 
 
 async def test_a_call_past_its_deadline_is_cancelled_and_knows_why() -> None:
     deadlines = Deadlines(0.05)
-    seen: list[bool] = []
+    seen: list[str | None] = []
 
     async def call() -> None:
         clock = deadlines.start()
@@ -24,7 +24,7 @@ async def test_a_call_past_its_deadline_is_cancelled_and_knows_why() -> None:
 
     task = asyncio.ensure_future(call())
     done, _ = await asyncio.wait({task}, timeout=5)
-    assert done and task.cancelled() and seen == [True]
+    assert done and task.cancelled() and seen == ["timeout"]
 
 
 async def test_a_paused_clock_is_not_cancelled_and_gets_its_time_back() -> None:
@@ -56,3 +56,25 @@ async def test_a_stopped_clock_is_forgotten_and_the_timer_stops() -> None:
     assert not clock.expired
     assert deadlines._timer is None
     deadlines.close()
+
+
+async def test_a_clock_paused_past_its_waits_is_cancelled_and_knows_why() -> None:
+    """The pause has a bound of its own (the route's ask_timeout): a client that never
+    answers does not hold the call open for ever."""
+    deadlines = Deadlines(60.0, waits=0.1)
+    seen: list[str | None] = []
+
+    async def call() -> None:
+        clock = deadlines.start()
+        clock.pause()  # the upstream waits on a client that never answers
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append(clock.expired)
+            raise
+        finally:
+            deadlines.stop(clock)
+
+    task = asyncio.ensure_future(call())
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert done and task.cancelled() and seen == ["ask_timeout"]

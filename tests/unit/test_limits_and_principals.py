@@ -81,6 +81,24 @@ def test_principals_are_keyed_and_never_the_token() -> None:
     assert one == Principals(KEY).of(dict(headers))
 
 
+def test_one_token_is_one_caller_however_its_scheme_is_spelled() -> None:
+    principals = Principals(KEY)
+    one = principals.of({"authorization": "Bearer t"})
+    for spelling in ("bearer t", "BEARER t", "bEaReR t", "Bearer  t", "Bearer\tt", " Bearer t "):
+        assert principals.of({"authorization": spelling}) == one, spelling
+    # The token itself is case-sensitive: another token is another caller.
+    assert principals.of({"authorization": "Bearer T"}) != one
+    assert principals.of({"authorization": "Basic t"}) != one
+
+
+@given(st.text(min_size=1).filter(lambda t: t.strip() == t and " " not in t and t.isprintable()))
+def test_the_scheme_is_case_folded_for_any_token(token: str) -> None:
+    principals = Principals(KEY)
+    assert principals.of({"authorization": f"BEARER {token}"}) == principals.of(
+        {"authorization": f"bearer {token}"}
+    )
+
+
 def test_tenant_headers_are_part_of_the_principal() -> None:
     principals = Principals(KEY, tenant_headers=("X-Tenant",))
     token = {"authorization": "Bearer t"}

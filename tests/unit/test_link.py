@@ -521,11 +521,29 @@ def rooted_exchange(roots: list[str], asked: list[Any], operation: Operation) ->
     return replace(exchange(the_call), ask=ask)
 
 
-async def test_stateless_clients_with_other_roots_never_share_a_pool(
+async def test_a_server_never_seen_asking_roots_is_never_asked_for_them(
     http: aiohttp.ClientSession,
 ) -> None:
     async with Upstream("handshake") as upstream:
         link = await linked(http, upstream.url)
+        asked: list[Any] = []
+        try:
+            for roots in (["file:///a"], ["file:///b"]):
+                client = rooted_exchange(roots, asked, Operation.TOOLS_CALL)
+                assert echoed(await link.execute(client.call, client)) == "echo: hi"
+            assert asked == []  # the server asked nothing: nor did the gateway
+            a, b = upstream.methods("tools/call")
+            assert a == b  # one pool: it holds nobody's roots
+            assert link.roots_mode == "unseen"
+        finally:
+            await link.close()
+
+
+async def test_stateless_clients_with_other_roots_never_share_a_pool(
+    http: aiohttp.ClientSession,
+) -> None:
+    async with Upstream("handshake") as upstream:
+        link = await linked(http, upstream.url, roots="per-session")
         asked: list[Any] = []
         try:
             for roots in (["file:///a"], ["file:///b"], ["file:///a"]):

@@ -4,7 +4,6 @@ for its roots first, what a pool holds, and how the route learns its server's us
 from __future__ import annotations
 
 import asyncio
-import time
 
 from gateway.core import (
     Answer,
@@ -18,11 +17,12 @@ from gateway.core import (
 )
 from gateway.upstream.roots import (
     NO_ROOTS,
-    ROOTS_QUIET,
     RootsRule,
+    RootsUse,
     answering_roots,
     as_roots,
     roots_digest,
+    taking_roots,
 )
 
 ROOTS = {"roots": [{"uri": "file:///a", "name": "a"}]}
@@ -37,32 +37,47 @@ def _exchange(op: Operation, caps: dict[str, object], ask: bool = True) -> Excha
     return Exchange(call=call, route="/r", profile=ServerProfile(), ask=_asked if ask else None)
 
 
-def test_only_a_stateless_roots_client_s_calls_that_may_ask_ask_first() -> None:
-    rule = RootsRule(per_client=True)
+def test_no_call_asks_first_until_the_server_is_seen_asking_outside_calls() -> None:
+    rule = RootsRule("per-client")
     roots = {"roots": {}}
     first = _exchange(Operation.TOOLS_CALL, roots)
-    assert rule.asks_first(first.call, first)
+    assert rule.applies(first) and not rule.asks_first(first.call, first)
+    rule.heard(in_call=True)  # asks inside calls (per tool): still never first
+    assert rule.use is RootsUse.IN_CALLS and not rule.asks_first(first.call, first)
+    rule.heard(in_call=False)  # asks outside calls: keeps them per session
+    assert rule.mode == "per-session" and rule.asks_first(first.call, first)
+    rule.heard(in_call=True)  # for good
+    assert rule.use is RootsUse.PER_SESSION
     listing = _exchange(Operation.TOOLS_LIST, roots)
-    assert not rule.asks_first(listing.call, listing)
+    assert not rule.asks_first(listing.call, listing) and rule.per_session(listing)
     undeclared = _exchange(Operation.TOOLS_CALL, {})
     assert not rule.asks_first(undeclared.call, undeclared)
     quiet = _exchange(Operation.TOOLS_CALL, roots, ask=False)
     assert not rule.asks_first(quiet.call, quiet)
-    shared = RootsRule(per_client=False)
-    call = _exchange(Operation.TOOLS_CALL, roots)
-    assert not shared.asks_first(call.call, call) and not shared.applies(call)
 
 
-def test_the_route_learns_whether_its_server_uses_roots() -> None:
-    rule = RootsRule(per_client=True)
-    rule.ran(time.monotonic(), asked=False)  # too young to tell
-    assert rule.used is None
-    rule.ran(time.monotonic() - ROOTS_QUIET, asked=False)
-    assert rule.used is False
-    rule.heard()
-    assert rule.used is True
-    rule.ran(time.monotonic() - ROOTS_QUIET, asked=False)  # once heard, for good
-    assert rule.used is True
+def test_the_option_says_per_session_or_shared() -> None:
+    roots = _exchange(Operation.TOOLS_CALL, {"roots": {}})
+    told = RootsRule("per-session")
+    assert told.mode == "per-session" and told.asks_first(roots.call, roots)
+    shared = RootsRule("shared")
+    shared.heard(in_call=False)
+    assert shared.mode == "shared" and not shared.applies(roots)
+    assert not shared.asks_first(roots.call, roots)
+
+
+def test_a_roots_question_is_put_to_the_caller_and_its_answer_kept() -> None:
+    steps: list[object] = []
+
+    async def client(question: Ask) -> Answer | None:
+        steps.append("asked")
+        return Answer(result=ROOTS) if question.kind is AskKind.LIST_ROOTS else None
+
+    ask = taking_roots(client, lambda: steps.append("asking"), steps.append)
+    assert asyncio.run(ask(Ask(AskKind.LIST_ROOTS, {}))) == Answer(result=ROOTS)
+    assert steps == ["asking", "asked", ROOTS]
+    asyncio.run(ask(Ask(AskKind.ELICIT, {"message": "?"})))
+    assert steps == ["asking", "asked", ROOTS, "asked"]  # other questions pass on
 
 
 def test_equal_roots_equal_pools_and_refusals_hold_none() -> None:

@@ -303,18 +303,22 @@ def test_the_listen_filter_is_the_adapters() -> None:
             "notifications": {
                 "toolsListChanged": True,
                 "promptsListChanged": False,
-                "resourceSubscriptions": ["a://1", 3],
+                "resourceSubscriptions": ["a://1", "b://2"],
                 "vendor": True,
             }
         }
     )
     assert wanted.lists == {"notifications/tools/list_changed"}
-    assert wanted.uris == ("a://1", 3)
+    assert wanted.uris == ("a://1", "b://2")
     assert modern.listen_interest({}).empty
+    for malformed in (["a://1", 3], "a://1", {"uri": "a://1"}):
+        with pytest.raises(Failure) as refused:
+            modern.listen_interest({"notifications": {"resourceSubscriptions": malformed}})
+        assert refused.value.kind is FailureKind.INVALID_PARAMS
     ack = modern.listen_acknowledgement(wanted)
     assert ack == Event(
         ACKNOWLEDGED,
-        {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["a://1", 3]}},
+        {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["a://1", "b://2"]}},
     )
     assert modern.client_read_acknowledgement(ack) == wanted
     assert modern.client_read_acknowledgement(TOOLS_CHANGED) is None
