@@ -283,7 +283,11 @@ class Gateway:
         )
         app.on_response_prepare.append(_add_request_id)
         loopback = is_loopback(self.host)
-        self.ops.guard = OriginGuard(loopback_only=loopback, allowed_hosts=self.limits.scrape_hosts)
+        self.ops.guard = OriginGuard(
+            loopback_only=loopback,
+            allowed_hosts=self.limits.scrape_hosts,
+            hosts_option="the setting scrape_hosts",
+        )
         # Discovery documents are fetched without any credentials (the shared session).
         fetcher = DocumentFetcher(self._http)
         for spec in self.specs:

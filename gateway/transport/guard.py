@@ -37,7 +37,12 @@ class OriginGuard:
         loopback_only: bool,
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
+        hosts_option: str = "the route option allowed_hosts=",
+        origins_option: str = "the route option allowed_origins=",
     ) -> None:
+        # Named in a refusal: what lets the refused Host or Origin in.
+        self.hosts_option = hosts_option
+        self.origins_option = origins_option
         self.loopback_only = loopback_only
         self.allowed_hosts = {_hostname(h) for h in allowed_hosts}
         self.allowed_origins = {o.strip().lower().rstrip("/") for o in allowed_origins}
@@ -48,11 +53,19 @@ class OriginGuard:
         host = headers.get("host")
         if host is not None and host != self._host_passed:
             if not self._host_ok(_hostname(host)):
-                return Failure(FailureKind.FORBIDDEN, f"Host {host!r} is not allowed")
+                return Failure(
+                    FailureKind.FORBIDDEN,
+                    f"Host {host!r} is not allowed (the gateway's operator can allow it with "
+                    f"{self.hosts_option})",
+                )
             self._host_passed = host
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin.strip().lower().rstrip("/")):
-            return Failure(FailureKind.FORBIDDEN, f"Origin {origin!r} is not allowed")
+            return Failure(
+                FailureKind.FORBIDDEN,
+                f"Origin {origin!r} is not allowed (the gateway's operator can allow it with "
+                f"{self.origins_option})",
+            )
         return None
 
     def _host_ok(self, host: str) -> bool:

@@ -10,7 +10,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gateway.cli import _loop_factory, app
+from gateway.cli import app
+from gateway.lifecycle import loop_factory
 from gateway.settings import SettingsError
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
@@ -36,8 +37,8 @@ def test_an_unknown_loop_is_refused() -> None:
 
 
 def test_asyncio_is_asyncio_and_auto_takes_uvloop_when_installed() -> None:
-    assert _loop_factory("asyncio") is None
-    auto = _loop_factory("auto")
+    assert loop_factory("asyncio") is None
+    auto = loop_factory("auto")
     if HAS_UVLOOP:
         assert auto is not None
         loop = auto()
@@ -51,12 +52,12 @@ def test_asyncio_is_asyncio_and_auto_takes_uvloop_when_installed() -> None:
 
 def test_uvloop_asked_for_but_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import raises ImportError
-    assert _loop_factory("auto") is None
+    assert loop_factory("auto") is None
     with pytest.raises(SettingsError, match="not installed"):
-        _loop_factory("uvloop")
+        loop_factory("uvloop")
 
 
 def test_uvloop_runs_a_coroutine() -> None:
-    factory = _loop_factory("uvloop")
+    factory = loop_factory("uvloop")
     with asyncio.Runner(loop_factory=factory) as runner:
         assert runner.run(asyncio.sleep(0, result=42)) == 42

@@ -172,7 +172,9 @@ def carrier_failure(exc: CarrierError) -> Failure:
         return Failure(FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}")
     return Failure(
         FailureKind.UPSTREAM_PROTOCOL,
-        f"the upstream answered HTTP {exc.status}: {exc}",
+        # Not an MCP endpoint, most often: the carrier's text may say no more than that.
+        f"the upstream answered HTTP {exc.status}"
+        + ("" if str(exc).endswith(f"HTTP {exc.status}") else f": {exc}"),
         {"status": exc.status},
     )
 
