@@ -276,8 +276,8 @@ CheckConfigOption = Annotated[
     bool,
     typer.Option(
         "--check-config",
-        hidden=True,
-        help="Validate the settings, print them as JSON and exit without serving.",
+        help="Validate the settings, print them as JSON (and a verdict on stderr) and exit "
+        "without serving; `gateway check --reach` also reaches every upstream.",
     ),
 ]
 
@@ -346,6 +346,10 @@ def _start(settings: Settings, gateway: Gateway, *, check_config: bool) -> None:
     """Print the effective settings (--check-config), or serve: here, or in workers."""
     if check_config:
         typer.echo(_describe_settings(settings))
+        routes = len(settings.routes) or 1  # none given: the bundled demo's
+        typer.echo(
+            f"settings are valid: {routes} route(s); `gateway check --reach` reaches them", err=True
+        )
         return
     configure_logging(settings.log_level, settings.log_format)
     if settings.workers > 1:
@@ -482,7 +486,7 @@ def probe(
     version: VersionOption = None,
     transport: TransportOption = "auto",
     timeout: Annotated[
-        float, typer.Option(metavar="SECONDS", help="Per-request timeout.", min=0.001)
+        float, typer.Option(metavar="SECONDS", help="The whole probe's time.", min=0.001)
     ] = 30.0,
     header: HeaderOption = None,
 ) -> None:
@@ -502,10 +506,12 @@ def probe(
         probe_timeout=min(timeout, 10.0),
     )
     try:
-        report = asyncio.run(probe_upstream(settings, adapters, headers))
+        report = asyncio.run(asyncio.wait_for(probe_upstream(settings, adapters, headers), timeout))
+    except TimeoutError:
+        raise _fail(f"probe of {upstream}: no answer within --timeout {timeout:g} s", 1) from None
     except Failure as failure:
         raise _fail(f"probe of {upstream} failed: {failure.message}", 1) from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+    except (aiohttp.ClientError, OSError) as exc:
         raise _fail(f"probe of {upstream} failed: {exc or type(exc).__name__}", 1) from None
     if as_json:
         typer.echo(json.dumps(report, indent=2))

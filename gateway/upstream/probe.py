@@ -11,6 +11,7 @@ failure, never a verdict.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -67,10 +68,11 @@ class EraProbe:
         if self.settings.transport != "sse":
             if self.settings.transport == "stdio":
                 await start_carrier(self._carrier)
-            for modern in self.adapters.stateless:
-                verdict = await self._try_modern(modern, headers)
-                if verdict is not None:
-                    return verdict
+            with _quiet(self._carrier):
+                for modern in self.adapters.stateless:
+                    verdict = await self._try_modern(modern, headers)
+                    if verdict is not None:
+                        return verdict
         return await self._legacy(headers, handshake, None)
 
     @property
@@ -164,3 +166,17 @@ class EraProbe:
             return await handshake("sse", pinned)
         except CarrierError as exc:
             raise carrier_failure(exc) from exc
+
+
+@contextlib.contextmanager
+def _quiet(carrier: Carrier) -> Iterator[None]:
+    """A stdio server's stderr at debug while it is sent a revision it may not know
+    (a legacy SDK server logs a long validation error for it: not a failure)."""
+    quiet = hasattr(carrier, "quiet_stderr")
+    if quiet:
+        carrier.quiet_stderr = True  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        if quiet:
+            carrier.quiet_stderr = False  # type: ignore[attr-defined]

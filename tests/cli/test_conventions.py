@@ -68,3 +68,26 @@ def test_logs_into_a_pipe_are_json_without_colour_codes() -> None:
 def test_check_is_in_the_help() -> None:
     listed = gateway("--help")
     assert " check " in listed.stdout
+
+
+def test_probe_timeout_bounds_the_whole_probe() -> None:
+    """`gateway probe "stdio:sleep 100" --timeout 2` gives up by itself (it took 10.4 s
+    before: the timeout bounded each request, not the probe)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.e2e.gateway_proc import REPO
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "probe", "stdio:sleep 100", "--timeout", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "no answer within --timeout 2 s" in done.stderr
+    assert time.monotonic() - started < 9  # 2 s and the interpreter's start, not 10+

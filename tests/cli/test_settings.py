@@ -351,7 +351,7 @@ def test_version_and_help() -> None:
     for command in ("serve", "probe", "version"):
         assert command in top.stdout
     serve = runner.invoke(app, ["serve", "--help"])
-    assert serve.exit_code == 0 and "--check-config" not in serve.stdout
+    assert serve.exit_code == 0 and "--check-config" in serve.stdout  # issue 39: not hidden
     for option in ("--route", "--listen", "--config", "--log-format", "--log-level"):
         assert option in serve.stdout
     probe = runner.invoke(app, ["probe", "-h"])

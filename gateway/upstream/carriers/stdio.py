@@ -214,6 +214,8 @@ class StdioCarrier(Carrier):
         self._max_message_size = max_message_size
         self._max_queued = max_queued
         self._max_stderr_line = max_stderr_line
+        # Set while the era probe sends a request the server may not know.
+        self.quiet_stderr = False
         self._stderr_rate = stderr_lines_per_second
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -438,10 +440,13 @@ class StdioCarrier(Carrier):
                 if throttle.allow():
                     text = line.rstrip().decode(errors="replace")
                     suppressed = throttle.take_suppressed()
+                    # While the era probe runs, a legacy server's complaints about the
+                    # modern request it was sent are expected: debug, not info.
+                    say = child.log.debug if self.quiet_stderr else child.log.info
                     if suppressed:
-                        child.log.info("stdio server stderr", line=text, suppressed=suppressed)
+                        say("stdio server stderr", line=text, suppressed=suppressed)
                     else:
-                        child.log.info("stdio server stderr", line=text)
+                        say("stdio server stderr", line=text)
         except Exception:
             child.log.exception("the stdio stderr reader failed")
         suppressed = throttle.take_suppressed()
