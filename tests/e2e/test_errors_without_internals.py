@@ -42,13 +42,16 @@ async def test_no_upstream_address_or_command_in_any_error(
         replies = [await post(http, gw.url(path), initialize(1, version)) for version in LEGACY]
         modern = modern_request(2, "tools/call", {"name": "add", "arguments": {}})
         replies.append(await post(http, gw.url(path), modern, modern_headers("tools/call", "add")))
-        for reply in replies:
+        for number, reply in enumerate(replies):
             assert not INTERNALS.search(reply.text), reply.text
             message = str(_error_of(reply.text)["message"])
             assert f"route {path}" in message, message
             request_id = reply.headers["X-Request-Id"]
             assert f"request id {request_id}" in message, message
-            assert reply.status in (502, 503, 504), reply.status
+            # A status only for the stateless revision's client: the handshake era's
+            # SDKs (Python 1.x) fail their whole session on a 5xx answer to a POST.
+            modern_reply = number == len(replies) - 1
+            assert reply.status in ((503, 504) if modern_reply else (200,)), reply.status
             if reply.status == 503:
                 assert reply.headers.get("Retry-After"), dict(reply.headers)
         log = gw.log()

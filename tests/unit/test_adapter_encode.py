@@ -312,9 +312,6 @@ LEGACY_STATUSES: dict[FailureKind, int] = {
     FailureKind.QUOTA_EXCEEDED: 429,
     FailureKind.RATE_LIMITED: 429,
     FailureKind.OVERLOADED: 503,
-    FailureKind.UPSTREAM_UNAVAILABLE: 503,
-    FailureKind.UPSTREAM_TIMEOUT: 504,
-    FailureKind.UPSTREAM_PROTOCOL: 502,
 }
 EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
     **dict.fromkeys(LEGACY, LEGACY_STATUSES),
@@ -326,6 +323,8 @@ EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
         FailureKind.MISSING_CAPABILITY: 400,
         FailureKind.UNSUPPORTED_VERSION: 400,
         FailureKind.HEADER_MISMATCH: 400,
+        FailureKind.UPSTREAM_UNAVAILABLE: 503,
+        FailureKind.UPSTREAM_TIMEOUT: 504,
     },
 }
 FAILURE_CASES = [(v, k) for v in VERSIONS for k in FailureKind]
