@@ -34,6 +34,11 @@ _GENERATOR_LIKE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_
 _files: dict[str, str | None] = {}  # co_filename -> path under ROOT, None: not gateway's
 _starts: dict[CodeType, int] = {}  # generator-like code -> offset of its first RESUME
 _events: list[tuple[CodeType, bool, CodeType | None]] = []
+# The plain (not coroutine) gateway frames on the stack when tracing starts: the ones
+# that run the event loop (``cli._run``).  A call whose nearest gateway frame is one of
+# them was started by the loop (a socket's ``data_received``, a task's first step), not
+# called by that frame, whatever the loop is written in (uvloop has no Python frames).
+_hosts: list[FrameType] = []
 
 
 def _relative(filename: str) -> str | None:
@@ -62,7 +67,9 @@ def _caller(frame: FrameType) -> CodeType | None:
     back = frame.f_back
     while back is not None and not _in_gateway(back.f_code):
         back = back.f_back
-    return None if back is None else back.f_code
+    if back is None or any(back is host for host in _hosts):
+        return None
+    return back.f_code
 
 
 def _profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -80,8 +87,13 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
     _events.append((code, fresh, _caller(frame) if fresh else None))
 
 
-def _on(path: Path) -> None:
+def _on(path: Path, frame: FrameType | None) -> None:
     _events.clear()
+    _hosts.clear()
+    while frame is not None:
+        if _in_gateway(frame.f_code) and not frame.f_code.co_flags & _GENERATOR_LIKE:
+            _hosts.append(frame)
+        frame = frame.f_back
     threading.setprofile(_profile)
     sys.setprofile(_profile)
     path.with_name(path.name + ".on").write_text(str(os.getpid()))
@@ -109,5 +121,5 @@ def _where(code: CodeType | None) -> list[Any] | None:
 
 def install(path: Path) -> None:
     """SIGUSR1: start recording; SIGUSR2: stop and write ``path``."""
-    signal.signal(signal.SIGUSR1, lambda signum, frame: _on(path))
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _on(path, frame))
     signal.signal(signal.SIGUSR2, lambda signum, frame: _off(path))
