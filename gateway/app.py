@@ -44,7 +44,7 @@ from gateway.lifecycle import (
     stop_accepting,
     watchdog,
 )
-from gateway.observability import Metrics, RequestIds, log_call
+from gateway.observability import CallObservers, Metrics, log_call
 from gateway.ops import OPS_PATHS, Ops
 from gateway.policy import RoutePolicy
 from gateway.protocol import AdapterSet
@@ -61,6 +61,7 @@ from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.page import page
 from gateway.transport.post import WholeAnswer
+from gateway.transport.request_ids import RequestIds
 from gateway.transport.route import (
     DEFAULT_MAX_BODY,
     Route,
@@ -294,11 +295,7 @@ class Gateway:
             route = self._route(spec, loopback)
             route.auth = self._route_auth(spec, fetcher)
             route.policy = self._policy(spec)
-            if tracing.active is not None:  # first: it puts the span's ids in the record
-                route.observers.append(tracing.active.observe)
-                self.metrics.exemplars = True
-            route.observers.append(log_call)
-            route.observers.append(self.metrics.observe)
+            route.observer = self._observers()
             if self.console is not None:
                 self.console.attach(route)
             endpoint = Endpoint(route)
@@ -388,6 +385,12 @@ class Gateway:
             # Public list results: one replica's fetch serves the others within ttlMs.
             backend.forwarder.shared = node.results(f"{spec.path} {spec.upstream or spec.command}")
         return backend
+
+    def _observers(self) -> CallObservers:
+        if tracing.active is None:
+            return CallObservers(log_call, self.metrics.observe)
+        self.metrics.exemplars = True  # tracing first: it puts the span's ids in the record
+        return CallObservers(tracing.active.observe, log_call, self.metrics.observe)
 
     def _policy(self, spec: RouteSpec) -> RoutePolicy | None:
         """What the route exposes and its rate limits (None: neither is configured, and

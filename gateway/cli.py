@@ -587,7 +587,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
             principals=Principals(key, tenant_headers(forward)),
         )
         if tracing.active is not None:  # the finished call's outcome on its span
-            route.observers.append(tracing.active.observe)
+            route.observer = tracing.active
         try:
             await run_stdio(route, headers=headers)
         finally:

@@ -13,12 +13,10 @@ never collide.  Gauges are read when scraped, from the routes themselves.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import re
-import secrets
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import structlog
@@ -43,7 +41,6 @@ UNKNOWN = "unknown"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # The longest a log field may be (longer values are cut, with how much was cut).
 MAX_LOG_FIELD = 1024
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 
 call_log = structlog.get_logger("gateway.calls")
 # How many distinct sets of a record's label fields a gateway remembers the labelled
@@ -179,44 +176,17 @@ def one_line_http_errors(
     return event
 
 
-# A client's X-Request-Id is used as it is only when it looks like an id.
-_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+class CallObservers:
+    """A route's observers of finished calls, told in order through one door:
+    tracing first when it is on (it puts the span's ids in the record), then the
+    call log, then the metrics."""
 
+    def __init__(self, *observers: Callable[[dict[str, Any]], None]) -> None:
+        self._observers = observers
 
-class RequestIds:
-    """Each request's id (the client's ``X-Request-Id`` when sane, else one of ours),
-    bound with its trace ids to the log context of the task that answers it."""
-
-    def __init__(self) -> None:
-        # Unique, not secret (it only correlates log lines): no uuid4 per request.
-        self._prefix = secrets.token_hex(8)
-        self._numbers = itertools.count()
-
-    def bind(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
-        """The request's id, bound to the log context (the tokens reset it)."""
-        given = headers.get("x-request-id", "")
-        if given and _SANE_REQUEST_ID.match(given):
-            request_id = given
-        else:
-            request_id = f"{self._prefix}{next(self._numbers):016x}"
-        context = {"request_id": request_id}
-        traceparent = headers.get("traceparent")
-        if traceparent:
-            context.update(trace_ids(traceparent))
-        return request_id, structlog.contextvars.bind_contextvars(**context)
-
-    def bind_for_task(self, headers: Mapping[str, str]) -> str:
-        """:meth:`bind` for a request answered in a task of its own (the lane's):
-        nothing to reset when it ends."""
-        return self.bind(headers)[0]
-
-
-def trace_ids(traceparent: str | None) -> dict[str, str]:
-    """The W3C trace context ids of a ``traceparent`` header, for log correlation."""
-    match = _TRACEPARENT.match(traceparent.strip().lower()) if traceparent else None
-    if match is None:
-        return {}
-    return {"trace_id": match.group(1), "span_id": match.group(2)}
+    def observe(self, record: dict[str, Any]) -> None:
+        for observer in self._observers:
+            observer(record)
 
 
 def log_call(record: dict[str, Any]) -> None:

@@ -57,4 +57,10 @@ class Tracing(Protocol):
         ...
 
 
+class CallObserver(Protocol):
+    """What a route tells of each finished call (logs, metrics, the span)."""
+
+    def observe(self, record: dict[str, Any]) -> None: ...
+
+
 active: Tracing | None = None

@@ -25,8 +25,6 @@ from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.sessions import Session
 
-# Called once per finished call, for logs and metrics.
-CallObserver = Callable[[dict[str, Any]], None]
 # The console's tap (gateway/console, only when it is on): the call, its client's
 # revision, principal digest, server profile, outcome, the message the client gets
 # and when the call started (perf_counter).

@@ -390,7 +390,7 @@ class Runner:
         detail = outcome.message if isinstance(outcome, Failure) else None
         if isinstance(outcome, Failure):  # the upstream's internals stay in the log
             outcome = for_client(outcome, self.route.path, self.route.backend.hidden)
-        if self.route.observers:
+        if self.route.observer is not None:
             self._observe(call, adapter, profile, outcome, started, detail)
         message = adapter.encode(call, profile, outcome)
         tap = self.route.console
@@ -441,8 +441,8 @@ class Runner:
         }
         if detail is not None:  # why it failed, in full (the client hears a short reason)
             record["reason"] = detail
-        for observer in self.route.observers:
-            observer(record)
+        if self.route.observer is not None:
+            self.route.observer.observe(record)
 
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None

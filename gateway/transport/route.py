@@ -12,7 +12,8 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
 from gateway.core.limits import Quota
 from gateway.protocol import AdapterSet
-from gateway.transport.common import CallObserver, CallTap
+from gateway.tracing import CallObserver
+from gateway.transport.common import CallTap
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore
 
@@ -56,7 +57,7 @@ class Route:
     keepalive: float = DEFAULT_KEEPALIVE
     ask_timeout: float = 300.0
     sessions: SessionStore = field(default_factory=SessionStore)
-    observers: list[CallObserver] = field(default_factory=list)
+    observer: CallObserver | None = None  # told of each finished call (logs, metrics)
     # The console's recent-calls tap (None, one attribute check a call, when it is off).
     console: CallTap | None = None
     # The route's OAuth side (None: no credentials are checked or passed on specially).

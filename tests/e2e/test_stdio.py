@@ -307,6 +307,7 @@ RUN_STDIO = textwrap.dedent(
     from gateway.bridge.backend import Backend
     from gateway.transport.route import Route
     from gateway.transport.stdio import run_stdio
+    from gateway.observability import CallObservers
     from gateway.upstream.link import UpstreamLink, UpstreamSettings
 
     async def main(url):
@@ -316,7 +317,7 @@ RUN_STDIO = textwrap.dedent(
             route = Route(path="/stdio", backend=Backend(link, adapters), adapters=adapters,
                           guard=OriginGuard(loopback_only=True))
             # A stray print while serving must not corrupt the protocol stream.
-            route.observers.append(lambda record: print("observed", record["method"]))
+            route.observer = CallObservers(lambda record: print("observed", record["method"]))
             await run_stdio(route, eof_grace=5.0)
             await link.close()
 
