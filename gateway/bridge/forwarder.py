@@ -125,9 +125,7 @@ class Forwarder:
         # (`is None`: an empty table is falsy, and a given table must not be replaced.)
         self.parking = parking if parking is not None else ParkingTable(ttl=self.sealer.ttl)
         # Handshake-era upstreams' calls, parked while a stateless client answers.
-        self.parked = ParkedCalls(
-            upstream, self.parking, self.sealer, self.client_adapter, ask_settle
-        )
+        self.parked = ParkedCalls(upstream, self.parking, self.sealer, ask_settle)
         # Change notifications across eras (for links that can carry them).
         self.subscriptions: SubscriptionHub | None = (
             SubscriptionHub(upstream, adapters=self.adapters)

@@ -12,7 +12,6 @@ waits for the next of the two.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -32,7 +31,7 @@ from gateway.core import (
     Outcome,
     discard_event,
 )
-from gateway.protocol import Adapter
+from gateway.protocol import adapter_of
 
 # How many waits of ``ask_settle`` one round's gathering may take.
 MAX_ASKS_PER_ROUND = 32
@@ -52,13 +51,11 @@ class ParkedCalls:
         upstream: Executes,
         parking: ParkingTable,
         sealer: StateSealer,
-        client_adapter: Callable[[Call], Adapter | Failure],
         ask_settle: float,
     ) -> None:
         self.upstream = upstream
         self.parking = parking
         self.sealer = sealer
-        self.client_adapter = client_adapter
         self.ask_settle = ask_settle
 
     async def run(self, call: Call, exchange: Exchange) -> Outcome:
@@ -196,9 +193,9 @@ class ParkedCalls:
     def _check_answers(self, call: Call, parked: ParkedCall) -> Failure | None:
         """The client's answers answer what was asked: no unknown keys, each of the
         shape its ask's method returns.  Nothing malformed reaches the upstream."""
-        adapter = self.client_adapter(call)
-        if isinstance(adapter, Failure):
-            return adapter
+        adapter = adapter_of(call.client)  # the one that decoded the call
+        if adapter is None:
+            return Failure(FailureKind.INTERNAL, "no adapter decoded this call")
         asked = parked.questions.unanswered()
         for key, answer in (call.answers or {}).items():
             ask = asked.get(key)

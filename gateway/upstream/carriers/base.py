@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import AsyncGeneratorType
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.core import Failure, FailureKind
 
@@ -73,6 +73,12 @@ def answers(message: Message, request_id: Any, status: int = 200) -> bool:
     return "error" in message and (message.get("id") is None or status >= 400)
 
 
+class Closing(Protocol):
+    """What stops a reply's reading: an open HTTP response, or a demux's queue."""
+
+    async def aclose(self) -> None: ...
+
+
 @dataclass
 class Reply:
     """The messages an upstream sent in reply to one request.
@@ -87,12 +93,12 @@ class Reply:
     status: int
     headers: Mapping[str, str]
     messages: AsyncIterator[Message]
-    closer: Any = field(default=None, repr=False)
+    closer: Closing | None = field(default=None, repr=False)
 
     async def aclose(self) -> None:
         """Stop reading (closing the HTTP response, which on 2026 cancels)."""
         if self.closer is not None:
-            await self.closer()
+            await self.closer.aclose()
         # Closed here, not left to the garbage collector, whose finaliser costs the
         # event loop a wake-up and a task per call.
         messages = self.messages

@@ -123,6 +123,21 @@ class DropOldestQueue:
         return self._items.popleft()
 
 
+class Listening:
+    """One request's queue in a demux, for its reply's ``closer``: closing it stops
+    the reading (the caller cancels in-band, with ``notifications/cancelled``, if it
+    wants the upstream to stop too: no HTTP response to drop here)."""
+
+    __slots__ = ("_demux", "_key", "_queue")
+
+    def __init__(self, demux: Demux, key: RequestKey, queue: DropOldestQueue) -> None:
+        self._demux, self._key, self._queue = demux, key, queue
+
+    async def aclose(self) -> None:
+        self._demux.forget(self._key, self._queue)
+        self._queue.close()
+
+
 class Demux:
     """The waiters and the unsolicited queue of one shared channel's lifetime;
     ``listen_named`` reads which listen a message names (default: none does)."""

@@ -19,7 +19,7 @@ from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
-from gateway.upstream.carriers.demux import Demux, ListenNamer, no_listen
+from gateway.upstream.carriers.demux import Demux, Listening, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
     JSON,
@@ -292,12 +292,7 @@ class LegacySseCarrier(Carrier):
             finally:
                 conn.demux.forget(key, queue)
 
-        async def closer() -> None:
-            # No HTTP response to drop here: the caller cancels in-band.
-            conn.demux.forget(key, queue)
-            queue.close()
-
-        return Reply(200, response_headers, messages(), closer=closer)
+        return Reply(200, response_headers, messages(), closer=Listening(conn.demux, key, queue))
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         await self._post(self._open_conn(), message, headers)

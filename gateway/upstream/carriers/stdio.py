@@ -36,7 +36,13 @@ import structlog
 from gateway.core.jsonrpc import response_id
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
-from gateway.upstream.carriers.demux import Demux, DropOldestQueue, ListenNamer, no_listen
+from gateway.upstream.carriers.demux import (
+    Demux,
+    DropOldestQueue,
+    Listening,
+    ListenNamer,
+    no_listen,
+)
 from gateway.wire.lines import CHUNK, Oversized, encode_line, iter_lines
 
 DEFAULT_MAX_MESSAGE = 32 * 1024 * 1024
@@ -539,12 +545,7 @@ class StdioCarrier(Carrier):
             finally:
                 child.demux.forget(key, queue)
 
-        async def closer() -> None:
-            # The caller cancels in-band (notifications/cancelled) if it wants to.
-            child.demux.forget(key, queue)
-            queue.close()
-
-        return Reply(200, {}, messages(), closer=closer)
+        return Reply(200, {}, messages(), closer=Listening(child.demux, key, queue))
 
     async def _next(self, queue: DropOldestQueue, silence: float | None) -> Message | None:
         """The request's next message; silence longer than ``silence`` (the route's

@@ -192,7 +192,7 @@ class StreamableHttpCarrier(Carrier):
                 status,
                 resp.headers,
                 stream.messages(request_id, answer=True),
-                closer=stream.aclose,
+                closer=stream,
             )
         body = await read_body(resp, self._max_message_size)
         resp.release()
