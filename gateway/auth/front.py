@@ -40,11 +40,12 @@ _REFUSALS = (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN)
 
 
 class RequestView(Protocol):
-    """What the auth side reads of a request (an aiohttp request is one)."""
+    """What the auth side reads of a request (an aiohttp request is one, and so is
+    a :class:`RequestSeen`)."""
 
     @property
     def headers(self) -> Mapping[str, str]:
-        """Case-insensitive names."""
+        """Case-insensitive names, or lower-case ones (what is looked up here is)."""
         ...
 
     @property
@@ -52,6 +53,16 @@ class RequestView(Protocol):
 
     @property
     def host(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSeen:
+    """What a transport read of a request for the auth side, handed over as data:
+    ``headers`` by lower-case name, the scheme and the Host it came in by."""
+
+    headers: Mapping[str, str]
+    scheme: str
+    host: str
 
 
 @dataclass
@@ -119,7 +130,7 @@ class RouteAuth:
 
     async def admit(self, request: RequestView) -> Admission:
         """Check a request's credentials before anything else is done with it."""
-        authorization = request.headers.get("Authorization")
+        authorization = request.headers.get("authorization")
         if self.validator is None:
             upstream = self.upstream
             if authorization or upstream is None or not upstream.protected:

@@ -18,7 +18,7 @@ import orjson
 import structlog
 from aiohttp import web
 
-from gateway.auth.front import RequestView
+from gateway.auth.front import RequestSeen
 from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
@@ -117,7 +117,8 @@ class Endpoint:
             session_id=legacy_sse_id or headers.get("mcp-session-id"),
             owner_unknown=owner_unknown,
         )
-        arrival = await self.pipeline.receive(self, request, preamble)
+        view = RequestSeen(headers, request.scheme, request.host)
+        arrival = await self.pipeline.receive(self, request, preamble, view)
         if arrival is None:
             return WholeAnswer(400)
         if isinstance(arrival, Refusal):
@@ -164,9 +165,6 @@ class Endpoint:
     own_session: Session | None = None
     running: Running | None = None
     events: Send | None = None
-
-    def credentials(self, source: RequestView) -> RequestView | None:
-        return source
 
     def check_headers(
         self, adapter: Adapter, preamble: Preamble, session: Session | None

@@ -81,10 +81,6 @@ class Door(Protocol[Source]):
         """Where a notification's events go (None: the session's stream)."""
         ...
 
-    def credentials(self, source: Source) -> RequestView | None:
-        """What the route's credential check reads (None: none is made)."""
-        ...
-
     async def read(self, source: Source, preamble: Preamble) -> bytes | Refusal | None:
         """The message's bytes, or why they are refused; None: they never arrived
         whole (the connection broke), so nothing can be answered."""
@@ -102,11 +98,11 @@ class Pipeline(Runner):
     the :class:`Runner` it builds on handles what is let in."""
 
     async def receive(
-        self, door: Door[S], source: S, preamble: Preamble
+        self, door: Door[S], source: S, preamble: Preamble, view: RequestView | None = None
     ) -> Arrival | Refusal | None:
         """One message in, every step in the one order (see the module); None: its
-        body never arrived whole."""
-        view = door.credentials(source)
+        body never arrived whole.  ``view``: what the route's credential check reads,
+        as the transport read it (None: the transport carries no credentials)."""
         principal = await self.caller(preamble, view, guarded=door.guarded)
         if isinstance(principal, Refusal):
             return principal

@@ -24,7 +24,6 @@ from typing import Any
 
 import structlog
 
-from gateway.auth.front import RequestView
 from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter
@@ -167,9 +166,6 @@ class StdioServer:
     @property
     def events(self) -> Send:
         return self.send
-
-    def credentials(self, source: bytes) -> RequestView | None:
-        return None
 
     async def read(self, source: bytes, preamble: Preamble) -> bytes:
         return source

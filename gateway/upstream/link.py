@@ -105,6 +105,7 @@ class UpstreamLink:
                 max_message_size=settings.stdio_max_message,
             )
         self.verdict: Verdict | None = None
+        self.stateless = False
         # Told whenever the verdict changes (the backend drops the profile it cached).
         self.verdict_changed: Callable[[], None] | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).
@@ -172,11 +173,6 @@ class UpstreamLink:
         if self.verdict is None:
             self._set_verdict(verdict)
 
-    @property
-    def stateless(self) -> bool:
-        """Whether the upstream is of the stateless era (known once probed)."""
-        return self.verdict is not None and not self.verdict.adapter.has_handshake
-
     def forget(self) -> None:
         """The verdict stopped holding: probe again on the next call."""
         self._set_verdict(None)
@@ -184,6 +180,9 @@ class UpstreamLink:
 
     def _set_verdict(self, verdict: Verdict | None) -> None:
         self.verdict = verdict
+        # Whether the upstream is of the stateless era (known once probed): decided
+        # here, with the verdict, not asked on every call.
+        self.stateless = verdict is not None and not verdict.adapter.has_handshake
         if self.verdict_changed is not None:
             self.verdict_changed()
 

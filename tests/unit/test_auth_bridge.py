@@ -12,7 +12,7 @@ from aiohttp import web
 
 from gateway.auth import challenge
 from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
-from gateway.auth.front import RouteAuth
+from gateway.auth.front import RequestSeen, RouteAuth
 from gateway.auth.wellknown import WellKnown
 from gateway.core import Failure, FailureKind
 
@@ -188,13 +188,9 @@ async def test_well_known_endpoints(serve: Serve, fetcher: DocumentFetcher) -> N
         await runner.cleanup()
 
 
-class _Request:
-    """Just what RouteAuth reads of a request."""
-
-    def __init__(self, headers: dict[str, str] | None = None) -> None:
-        self.headers = headers or {}
-        self.scheme = "http"
-        self.host = "gw:8080"
+def _Request(headers: dict[str, str] | None = None) -> RequestSeen:
+    """Just what RouteAuth reads of a request, as the transport hands it over."""
+    return RequestSeen({k.lower(): v for k, v in (headers or {}).items()}, "http", "gw:8080")
 
 
 async def test_transparent_admission_and_passed_on_refusals(fetcher: DocumentFetcher) -> None:

@@ -81,10 +81,6 @@ class FakeDoor:
         self.refuse_adapter = vet
         self.asked: list[str] = []
 
-    def credentials(self, source: Any) -> Any:
-        self.asked.append("credentials")
-        return source
-
     async def read(self, source: Any, preamble: Preamble) -> Any:
         self.asked.append("read")
         return self.body
@@ -121,7 +117,9 @@ def body(message: Any) -> bytes:
 async def test_a_foreign_host_is_refused_before_credentials_or_body() -> None:
     auth = FakeAuth(Admission())
     door = FakeDoor(body=body(PING))
-    refused = await pipeline(auth=auth).receive(door, "request", envelope(host="evil.example"))
+    refused = await pipeline(auth=auth).receive(
+        door, "request", envelope(host="evil.example"), "request"
+    )
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.FORBIDDEN
     assert auth.seen == []
@@ -137,17 +135,17 @@ async def test_an_unguarded_door_skips_the_host_check() -> None:
 async def test_refused_credentials_stop_before_the_body_is_read() -> None:
     auth = FakeAuth(Admission(failure=Failure(FailureKind.UNAUTHORIZED, "no token")))
     door = FakeDoor(body=body(PING))
-    refused = await pipeline(auth=auth).receive(door, "request", envelope())
+    refused = await pipeline(auth=auth).receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.UNAUTHORIZED
     assert auth.seen == ["request"]
-    assert door.asked == ["credentials"]
+    assert door.asked == []  # the body was never read
 
 
 async def test_the_admitted_principal_owns_the_session() -> None:
     auth = FakeAuth(Admission(principal="alice"))
     door = FakeDoor(body=body(INITIALIZE))
-    arrival = await pipeline(auth=auth).receive(door, "request", envelope())
+    arrival = await pipeline(auth=auth).receive(door, "request", envelope(), "request")
     assert isinstance(arrival, Arrival)
     assert arrival.principal == "alice"
     assert arrival.opened and arrival.session is not None
@@ -163,7 +161,7 @@ async def test_a_body_the_door_refuses_is_refused_before_any_adapter() -> None:
     door = FakeDoor()
     p = pipeline()
     door.body = p.refusal(envelope(), Failure(FailureKind.PAYLOAD_TOO_LARGE, "too large"))
-    refused = await p.receive(door, "request", envelope())
+    refused = await p.receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.PAYLOAD_TOO_LARGE
     assert "vet" not in door.asked
@@ -171,7 +169,7 @@ async def test_a_body_the_door_refuses_is_refused_before_any_adapter() -> None:
 
 async def test_a_body_that_is_not_json_is_a_parse_error() -> None:
     door = FakeDoor(body=b"{not json")
-    refused = await pipeline().receive(door, "request", envelope())
+    refused = await pipeline().receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.PARSE_ERROR
     assert "vet" not in door.asked
@@ -179,11 +177,11 @@ async def test_a_body_that_is_not_json_is_a_parse_error() -> None:
 
 async def test_an_unknown_session_is_refused_once_the_body_is_read() -> None:
     door = FakeDoor(body=body(PING))
-    refused = await pipeline().receive(door, "request", envelope(session_id="nope"))
+    refused = await pipeline().receive(door, "request", envelope(session_id="nope"), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.SESSION_NOT_FOUND
     assert refused.id == 2
-    assert door.asked == ["credentials", "read"]
+    assert door.asked == ["read"]
 
 
 async def test_a_session_whose_owner_cannot_be_located_gets_that_not_not_found() -> None:
@@ -193,12 +191,12 @@ async def test_a_session_whose_owner_cannot_be_located_gets_that_not_not_found()
     door = FakeDoor(body=body(PING))
     preamble = envelope(session_id="other.x", **{"mcp-protocol-version": "2025-11-25"})
     preamble.owner_unknown = busy
-    refused = await pipeline().receive(door, "request", preamble)
+    refused = await pipeline().receive(door, "request", preamble, "request")
     assert isinstance(refused, Refusal)
     assert refused.failure is busy
     assert refused.adapter.version == "2025-11-25"
     assert refused.id == 2
-    assert door.asked == ["credentials", "read"]
+    assert door.asked == ["read"]
 
 
 async def test_a_retry_whose_call_holder_cannot_be_located_gets_that_in_its_revision() -> None:
@@ -217,7 +215,7 @@ async def test_a_retry_whose_call_holder_cannot_be_located_gets_that_in_its_revi
 async def test_the_doors_vet_refuses_in_the_picked_adapters_words() -> None:
     failure = Failure(FailureKind.INVALID_REQUEST, "a header is missing")
     door = FakeDoor(body=body(INITIALIZE), vet=failure)
-    refused = await pipeline().receive(door, "request", envelope())
+    refused = await pipeline().receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure is failure
     assert refused.adapter.version == LEGACY
@@ -231,7 +229,7 @@ async def test_a_session_is_found_again_and_its_revision_kept() -> None:
     door = FakeDoor(body=body(PING))
     # The header names the newest handshake revision: the session's own is kept.
     preamble = envelope(opened.session.id, **{"mcp-protocol-version": "2025-11-25"})
-    arrival = await p.receive(door, "request", preamble)
+    arrival = await p.receive(door, "request", preamble, "request")
     assert isinstance(arrival, Arrival)
     assert arrival.session is opened.session
     assert not arrival.opened
@@ -304,7 +302,7 @@ async def test_a_batch_over_the_routes_bound_gets_one_refusal_undecoded() -> Non
     p = pipeline()
     batch = [{**PING, "id": n} for n in range(p.route.max_batch + 1)]
     door = FakeDoor(body=body(batch))
-    refused = await p.receive(door, "request", envelope())
+    refused = await p.receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.INVALID_REQUEST
     assert f"at most {p.route.max_batch}" in refused.failure.message
@@ -314,7 +312,7 @@ async def test_a_batch_over_the_routes_bound_gets_one_refusal_undecoded() -> Non
     assert message["id"] is None and message["error"]["code"] == -32600
     # A batch at the bound is let in.
     door = FakeDoor(body=body(batch[:-1]))
-    assert isinstance(await p.receive(door, "request", envelope()), Arrival)
+    assert isinstance(await p.receive(door, "request", envelope(), "request"), Arrival)
 
 
 async def test_a_refusal_is_worded_in_the_revision_the_message_names() -> None:
@@ -342,7 +340,7 @@ async def test_a_deep_batch_is_refused_whole_in_the_default_revision() -> None:
 async def test_a_revision_the_gateway_does_not_speak_is_refused_with_the_messages_id() -> None:
     door = FakeDoor(body=body(PING))
     preamble = envelope(**{"mcp-protocol-version": "1999-01-01"})
-    refused = await pipeline().receive(door, "request", preamble)
+    refused = await pipeline().receive(door, "request", preamble, "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.UNSUPPORTED_VERSION
     assert refused.id == 2
@@ -355,7 +353,7 @@ async def test_a_sessions_batch_stays_in_its_revision_though_it_opens_with_initi
     assert isinstance(opened, Arrival) and opened.session is not None
     again = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-11-25"}}
     door = FakeDoor(body=body([again, PING]))
-    arrival = await p.receive(door, "request", envelope(opened.session.id))
+    arrival = await p.receive(door, "request", envelope(opened.session.id), "request")
     assert isinstance(arrival, Arrival)
     assert arrival.adapter.version == LEGACY
     assert not arrival.opened

@@ -64,6 +64,17 @@ class AdapterBase(ABC):
     asks_in_arguments: ClassVar[bool]
     has_handshake: ClassVar[bool]
     allows_batch: ClassVar[bool]
+    # Handler state leaves the server and comes back on every revision that cannot
+    # push every ask: `can_ask` or `asks_in_arguments` (as the seed says).  Derived
+    # once per class (below), so the flags cannot disagree and nothing is computed
+    # per call.
+    carries_state: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.carries_state = bool(
+            getattr(cls, "can_ask", False) or getattr(cls, "asks_in_arguments", False)
+        )
 
     # What the revision defines, as tables; subclasses extend or trim them.
     methods: ClassVar[frozenset[Operation]]
@@ -117,12 +128,6 @@ class AdapterBase(ABC):
         for them: they push those two and carry elicitation in arguments.
         """
         return bool(self.pushable_asks)
-
-    @property
-    def carries_state(self) -> bool:
-        """Handler state leaves the server and comes back on every revision that
-        cannot push every ask: `can_ask` or `asks_in_arguments` (as the seed says)."""
-        return self.can_ask or self.asks_in_arguments
 
     @classmethod
     def named_version(cls, message: dict[str, Any]) -> str | None:
