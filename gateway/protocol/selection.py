@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core import Failure, FailureKind, Preamble
-from gateway.protocol.adapter import Adapter
+from gateway.protocol.adapter import Adapter, adapter_of
+from gateway.protocol.adapter.server import Decoded
 from gateway.protocol.v2024_11_05 import Adapter2024_11_05
 from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 from gateway.protocol.v2025_06_18 import Adapter2025_06_18
@@ -21,6 +23,17 @@ DEFAULT_ADAPTERS: tuple[type[Adapter], ...] = (
     Adapter2025_03_26,
     Adapter2024_11_05,
 )
+
+
+@dataclass(slots=True)
+class Inbound:
+    """A message in its client's revision: the adapter that speaks for the client and
+    what the message decoded to; or ``refused``, the revision's own transport rules
+    (its HTTP headers) turning the whole message away, in that adapter's words."""
+
+    adapter: Adapter
+    items: list[Decoded] = field(default_factory=list)
+    refused: Failure | None = None
 
 
 class AdapterSet:
@@ -136,3 +149,24 @@ class AdapterSet:
         if header is not None:
             return self.by_version[header]
         return self.default_legacy
+
+    def decode(self, preamble: Preamble) -> Inbound | Failure:
+        """A parsed message in one step: its revision (:meth:`select`), that revision's
+        HTTP header rules, then its decode.  A session's client stays on the revision
+        it negotiated, whatever a later message's header says (not an initialize).
+        A Failure: no revision spoken here fits (worded by the transport's reporter)."""
+        selected = self.select(preamble)
+        if isinstance(selected, Failure):
+            return selected
+        refused = selected.check_http(preamble) if preamble.transport != "stdio" else None
+        if refused is not None:
+            return Inbound(selected, refused=refused)
+        adapter, session, body = selected, preamble.session, preamble.body
+        if (
+            session is not None
+            and selected.has_handshake
+            and session.protocol_version != selected.version
+            and not (isinstance(body, dict) and body.get("method") == "initialize")
+        ):
+            adapter = adapter_of(session) or selected
+        return Inbound(adapter, adapter.decode(preamble))

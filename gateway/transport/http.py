@@ -5,7 +5,8 @@ A POST makes one call into the pipeline (:meth:`Pipeline.receive`,
 shares, then its calls are answered through :meth:`Runner.run` as JSON, as an SSE
 stream (:class:`Responder`), or on an HTTP+SSE session's stream.  What is HTTP's
 own is here: the envelope (headers, session id), the body read within its limits,
-the revision's header rules (:meth:`Endpoint.check_headers`), and the GET streams and DELETE.
+the session id a handshake-era POST must carry (:meth:`Endpoint.check_headers`; the
+revision's own header rules are its adapter's), and the GET streams and DELETE.
 """
 
 from __future__ import annotations
@@ -169,11 +170,7 @@ class Endpoint:
     def check_headers(
         self, adapter: Adapter, preamble: Preamble, session: Session | None
     ) -> Failure | None:
-        """What a Streamable HTTP POST of the picked revision must carry: its headers,
-        and a session id once the handshake made one (only initialize comes without)."""
-        refusal = adapter.check_http(preamble)
-        if refusal is not None:
-            return refusal
+        """A session id, once the handshake made one (only initialize comes without)."""
         if (
             adapter.has_handshake
             and session is None

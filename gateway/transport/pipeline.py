@@ -9,8 +9,8 @@ same steps for every transport, written here once:
 3. the principal: who the caller is, for state and quotas;
 4. the session the message names (or the connection's own);
 5. the body, read by the transport, and its parse;
-6. the client's adapter (a session's client stays on its negotiated revision)
-   and the decode in it;
+6. the client's adapter, its header rules and the decode in it, one step of the
+   adapters' (a session's client stays on its negotiated revision);
 7. the session quota (an ``initialize`` over it is refused);
 8. the handshake and what needs no answer (replies, notifications).
 
@@ -31,8 +31,9 @@ import orjson
 from gateway.auth.front import RequestView
 from gateway.core import Call, DecodeFailure, Failure, FailureKind, Operation, Preamble
 from gateway.core.limits import MAX_DEPTH, too_deep
-from gateway.protocol import Adapter, adapter_of
-from gateway.transport.common import first_id, is_initialize, reporter
+from gateway.protocol import Adapter
+from gateway.protocol.selection import Inbound
+from gateway.transport.common import first_id, reporter
 from gateway.transport.inbound import Arrival, Runner, Running, Send
 from gateway.transport.sessions import Session
 
@@ -89,7 +90,8 @@ class Door(Protocol[Source]):
     def check_headers(
         self, adapter: Adapter, preamble: Preamble, session: Session | None
     ) -> Failure | None:
-        """The transport's own check of the picked adapter (its headers, say)."""
+        """The transport's own rule for the picked revision (HTTP: a session id once
+        the handshake made one); the revision's own header rules are its decode's."""
         ...
 
 
@@ -156,13 +158,16 @@ class Pipeline(Runner):
         principal: str,
     ) -> Arrival | Refusal:
         """The message in the client's adapter, decoded, within the session quota."""
-        selected = self.select(preamble, session, door)
-        if isinstance(selected, Refusal):
-            return selected
+        inbound = self.adapters.decode(preamble)
+        if isinstance(inbound, Failure):
+            return self.refusal(preamble, inbound, first_id(preamble.body))
+        refused = inbound.refused or door.check_headers(inbound.adapter, preamble, session)
+        if refused is not None:
+            return Refusal(inbound.adapter, refused, first_id(preamble.body))
         running = door.running
         if running is None and session is not None:
             running = session.running
-        arrival = self.accept(preamble, selected, session, running, principal)
+        arrival = self.accept(preamble, inbound, session, running, principal)
         auth = self.route.auth
         if auth is not None and view is not None:
             # An upstream 401/403 reaches the client as such, its challenge kept.
@@ -196,41 +201,20 @@ class Pipeline(Runner):
             return self.refusal(preamble, failure)
         return None
 
-    def select(
-        self, preamble: Preamble, session: Session | None, door: Door[Any]
-    ) -> Adapter | Refusal:
-        """The client's adapter, as the door vets it; a session's client stays on the
-        revision it negotiated."""
-        body = preamble.body
-        selected = self.adapters.select(preamble)
-        if isinstance(selected, Failure):
-            return self.refusal(preamble, selected, first_id(body))
-        refused = door.check_headers(selected, preamble, session)
-        if refused is not None:
-            return Refusal(selected, refused, first_id(body))
-        if (
-            session is not None
-            and selected.has_handshake
-            and session.view.protocol_version != selected.version
-            and not is_initialize(body)
-        ):
-            return adapter_of(session.view) or selected
-        return selected
-
     def accept(
         self,
         preamble: Preamble,
-        adapter: Adapter,
+        inbound: Inbound,
         session: Session | None,
         running: Running | None,
         principal: str,
     ) -> Arrival:
-        """Decode the message in the client's revision.  ``principal`` is who the
-        caller was found to be, on this very message (a session never stands in for
-        credentials: it was found under this principal)."""
+        """The decoded message as it arrived.  ``principal`` is who the caller was
+        found to be, on this very message (a session never stands in for credentials:
+        it was found under this principal)."""
         headers = preamble.headers
         forwarded = {name: headers[name] for name in self.route.forward_headers if name in headers}
-        items = adapter.decode(preamble)
+        adapter, items = inbound.adapter, inbound.items
         requests = [i for i in items if isinstance(i, Call) and i.id is not None]
         failures = [i for i in items if isinstance(i, DecodeFailure)]
         return Arrival(

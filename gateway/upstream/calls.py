@@ -222,12 +222,8 @@ class Calls:
         upstream_call = (
             replace(call, progress_token=upstream_id) if call.progress_token is not None else call
         )
-        message = adapter.client_request(upstream_call, upstream_id)
-        headers = {
-            **exchange.forward_headers,
-            **adapter.client_headers(call, channel.session_id),
-            **(extra_headers or {}),
-        }
+        message, own = adapter.client_outgoing(upstream_call, upstream_id, channel.session_id)
+        headers = {**exchange.forward_headers, **own, **(extra_headers or {})}
         stoppable = must_notify(adapter, carrier) and call.id is not None
         try:
             reply = await carrier.request(message, headers)
@@ -360,8 +356,8 @@ class Calls:
         lost (raises CarrierError or Failure).  Closing the iterator closes the listen."""
         adapter, carrier = channel.adapter, channel.carrier
         upstream_id = next(self.ids)
-        message = adapter.client_request(call, upstream_id)
-        headers = {**exchange.forward_headers, **adapter.client_headers(call, None)}
+        message, own = adapter.client_outgoing(call, upstream_id, None)
+        headers = {**exchange.forward_headers, **own}
         reply = await carrier.stream(message, headers)
         answered = False
         try:

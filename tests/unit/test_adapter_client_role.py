@@ -748,3 +748,16 @@ def test_only_a_value_both_opened_and_closed_by_the_sentinel_is_wrapped() -> Non
 
 def test_an_adapter_names_its_class_and_revision() -> None:
     assert repr(adapter("2025-06-18")) == "<Adapter2025_06_18 2025-06-18>"
+
+
+def test_client_outgoing_is_the_request_and_its_headers_in_one_step() -> None:
+    from gateway.core import ClientContext, Operation
+    from gateway.core.call import Call
+    from gateway.protocol.selection import AdapterSet
+
+    for adapter in AdapterSet.default().adapters:
+        client = ClientContext(protocol_version=adapter.version)
+        call = Call(7, "tools/call", Operation.TOOLS_CALL, {"name": "echo"}, client)
+        message, headers = adapter.client_outgoing(call, 41, "sid")
+        assert message == adapter.client_request(call, 41)
+        assert headers == adapter.client_headers(call, "sid")

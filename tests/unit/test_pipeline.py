@@ -106,8 +106,14 @@ def pipeline(*, auth: FakeAuth | None = None, sessions: SessionStore | None = No
     return Pipeline(route, route.sessions, push)
 
 
+JSON_AND_SSE = "application/json, text/event-stream"
+
+
 def envelope(session_id: str | None = None, **headers: str) -> Preamble:
-    return Preamble(body=None, headers={"host": "localhost", **headers}, session_id=session_id)
+    # A POST's headers as a Streamable HTTP client sends them (the revisions' own
+    # header rules are the adapters' tests', tests/unit/test_selection.py).
+    sent = {"host": "localhost", "content-type": "application/json", "accept": JSON_AND_SSE}
+    return Preamble(body=None, headers={**sent, **headers}, session_id=session_id)
 
 
 def body(message: Any) -> bytes:

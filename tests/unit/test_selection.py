@@ -495,3 +495,36 @@ def test_only_a_decoding_adapter_is_the_calls_adapter() -> None:
     )
     assert adapter_of(ClientContext("2025-06-18")) is None
     assert adapter_of(ClientContext("2025-06-18", adapter="2025-06-18")) is None
+
+
+# ------------------------------------------------------------------ decode
+
+
+def test_decode_refuses_a_revisions_missing_headers_in_that_revision() -> None:
+    """The header rules are the picked revision's, and its words say the refusal."""
+    body = request(version=MODERN)
+    inbound = SET.decode(Preamble(body=body, headers={"content-type": JSON, "accept": ACCEPT}))
+    assert not isinstance(inbound, Failure)
+    assert inbound.adapter.version == MODERN and inbound.items == []
+    assert inbound.refused is not None and "MCP-Protocol-Version" in inbound.refused.message
+    # The same message over stdio has no headers to check: it decodes.
+    line = SET.decode(Preamble(body=body, headers={}, transport="stdio"))
+    assert not isinstance(line, Failure) and line.refused is None and len(line.items) == 1
+
+
+def test_decode_keeps_a_sessions_client_on_its_negotiated_revision() -> None:
+    negotiated = SET.by_version["2025-06-18"]
+    view = SessionView(id="s", protocol_version="2025-06-18", adapter=negotiated)
+    headers = {"content-type": JSON, "accept": ACCEPT, "mcp-protocol-version": "2025-11-25"}
+    inbound = SET.decode(Preamble(body=request(), headers=headers, session=view))
+    assert not isinstance(inbound, Failure) and inbound.refused is None
+    assert inbound.adapter is negotiated
+    # An initialize starts again on the revision it asks for.
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    again = SET.decode(Preamble(body=init, headers=headers, session=view))
+    assert not isinstance(again, Failure) and again.adapter.version == "2025-11-25"
+
+
+def test_decode_names_no_revision_it_does_not_speak() -> None:
+    headers = {"content-type": JSON, "accept": ACCEPT, "mcp-protocol-version": "1999-01-01"}
+    assert isinstance(SET.decode(Preamble(body=request(), headers=headers)), Failure)

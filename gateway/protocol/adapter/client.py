@@ -110,6 +110,13 @@ class AdapterClientRole(Projection):
         """Handshake revisions: the session carries who we are; only _meta pass-through."""
         return params
 
+    def client_outgoing(
+        self, call: Call, request_id: Any, session_id: str | None
+    ) -> tuple[Message, dict[str, str]]:
+        """A call's upstream request and the HTTP headers it goes with, in one step
+        (on a session: ``session_id``, the upstream's)."""
+        return self.client_request(call, request_id), self.client_headers(call, session_id)
+
     def client_request(self, call: Call, request_id: Any) -> Message:
         """The upstream request for a call, in this revision."""
         params = self.client_project_params(call)
