@@ -6,8 +6,6 @@ started and run until a signal (the way down is :mod:`gateway.lifecycle`'s)."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +45,12 @@ from gateway.lifecycle import (
 from gateway.observability import CallObservers, Metrics, log_call
 from gateway.ops import OPS_PATHS, Ops
 from gateway.policy import RoutePolicy
+from gateway.process_options import (
+    STATE_KEY_ENV,
+    cluster_options,
+    is_loopback,
+    state_key_from_env,
+)
 from gateway.protocol import AdapterSet
 from gateway.route_check import RouteVerdict, watch
 from gateway.settings import (
@@ -54,7 +58,6 @@ from gateway.settings import (
     ROUTE_OPTIONS,
     RouteSpec,
     Settings,
-    SettingsError,
 )
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
@@ -71,14 +74,13 @@ from gateway.transport.sessions import (
     SessionStore,
 )
 from gateway.upstream.link import UpstreamLink
-from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster (or the console) is configured
     from gateway.cluster.node import ClusterNode
     from gateway.cluster.options import ClusterOptions
     from gateway.console import Console, ConsoleOptions
 
-__all__ = ["ROUTE_OPTIONS", "Gateway", "RouteSpec", "is_loopback"]
+__all__ = ["ROUTE_OPTIONS", "STATE_KEY_ENV", "Gateway", "RouteSpec", "is_loopback"]
 
 log = structlog.get_logger(__name__)
 
@@ -87,57 +89,6 @@ BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-STATE_KEY_ENV = "GATEWAY_STATE_KEY"
-
-
-def state_key_from_env() -> bytes | None:
-    """The requestState key: a secret, so only from the environment (any string,
-    at least 32 characters), never from the config file."""
-    raw = os.environ.get(STATE_KEY_ENV)
-    if not raw:
-        return None
-    if len(raw) < 32:
-        raise SettingsError(f"{STATE_KEY_ENV} must be at least 32 characters long")
-    return raw.encode()
-
-
-def cluster_options(settings: Settings) -> ClusterOptions | None:
-    """Cluster mode (``--cluster``): replicas authenticate each other with the state
-    key, so there is none without it."""
-    if settings.cluster is None:
-        return None
-    if state_key_from_env() is None:
-        raise SettingsError(
-            f"--cluster needs {STATE_KEY_ENV}: the same secret on every replica "
-            "(it seals requestState and authenticates relays between replicas)"
-        )
-    if settings.advertise is None and settings.host in ("0.0.0.0", "::"):
-        raise SettingsError(
-            "--cluster on a wildcard address needs --advertise http://HOST:PORT "
-            "(where the other replicas reach this one)"
-        )
-    from gateway.cluster.options import ClusterOptions
-
-    timeout = max((spec.timeout for spec in settings.routes), default=DEFAULT_REQUEST_TIMEOUT)
-    return ClusterOptions(
-        settings.cluster,
-        advertise=settings.advertise,
-        own_port=settings.reuse_port,
-        relay_timeout=timeout + 5.0,
-        pool_size=settings.cluster_pool,
-        pool_timeout=settings.cluster_pool_timeout,
-    )
 
 
 def console_options(settings: Settings) -> ConsoleOptions | None:

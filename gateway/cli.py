@@ -25,7 +25,7 @@ import typer
 from pydantic import ValidationError
 
 from gateway import __version__, otel, route_options, tracing
-from gateway.app import Gateway, state_key_from_env
+from gateway.app import Gateway
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
@@ -34,6 +34,7 @@ from gateway.lifecycle import loop_factory
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.probe_report import as_text, probe_upstream
+from gateway.process_options import state_key_from_env
 from gateway.protocol import AdapterSet
 from gateway.route_check import RouteVerdict, reach_all, upstream_name
 from gateway.settings import (

@@ -390,7 +390,7 @@ def test_probe_of_nothing_fails_cleanly() -> None:
 
 
 def test_the_state_key_comes_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.app import STATE_KEY_ENV, state_key_from_env
+    from gateway.process_options import STATE_KEY_ENV, state_key_from_env
 
     monkeypatch.delenv(STATE_KEY_ENV, raising=False)
     assert state_key_from_env() is None

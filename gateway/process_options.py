@@ -1,0 +1,65 @@
+"""What the process reads at start besides its settings: the state key from the
+environment, cluster mode's options, and whether an address is loopback-only."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import TYPE_CHECKING
+
+from gateway.settings import Settings, SettingsError
+from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
+
+if TYPE_CHECKING:  # imported only when a cluster is configured
+    from gateway.cluster.options import ClusterOptions
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+STATE_KEY_ENV = "GATEWAY_STATE_KEY"
+
+
+def state_key_from_env() -> bytes | None:
+    """The requestState key: a secret, so only from the environment (any string,
+    at least 32 characters), never from the config file."""
+    raw = os.environ.get(STATE_KEY_ENV)
+    if not raw:
+        return None
+    if len(raw) < 32:
+        raise SettingsError(f"{STATE_KEY_ENV} must be at least 32 characters long")
+    return raw.encode()
+
+
+def cluster_options(settings: Settings) -> ClusterOptions | None:
+    """Cluster mode (``--cluster``): replicas authenticate each other with the state
+    key, so there is none without it."""
+    if settings.cluster is None:
+        return None
+    if state_key_from_env() is None:
+        raise SettingsError(
+            f"--cluster needs {STATE_KEY_ENV}: the same secret on every replica "
+            "(it seals requestState and authenticates relays between replicas)"
+        )
+    if settings.advertise is None and settings.host in ("0.0.0.0", "::"):
+        raise SettingsError(
+            "--cluster on a wildcard address needs --advertise http://HOST:PORT "
+            "(where the other replicas reach this one)"
+        )
+    from gateway.cluster.options import ClusterOptions
+
+    timeout = max((spec.timeout for spec in settings.routes), default=DEFAULT_REQUEST_TIMEOUT)
+    return ClusterOptions(
+        settings.cluster,
+        advertise=settings.advertise,
+        own_port=settings.reuse_port,
+        relay_timeout=timeout + 5.0,
+        pool_size=settings.cluster_pool,
+        pool_timeout=settings.cluster_pool_timeout,
+    )
