@@ -71,7 +71,7 @@ async def _counts(link: UpstreamLink, verdict: Verdict) -> dict[str, int | None]
             call = Call(
                 id=page, operation=operation, method=operation.value, params=params, client=client
             )
-            outcome = await link.execute(
+            outcome = await link.handle(
                 call, Exchange(call=call, route="probe", profile=verdict.profile)
             )
             if isinstance(outcome, Failure):

@@ -36,14 +36,14 @@ class Tracing(Protocol):
 
     def upstream(
         self,
-        run: Callable[[C, Call, Exchange, Mapping[str, str] | None, int], Awaitable[Outcome]],
+        run: Callable[[Call, Exchange, C, Mapping[str, str] | None, int], Awaitable[Outcome]],
         channel: C,
         call: Call,
         exchange: Exchange,
         extra_headers: Mapping[str, str] | None,
         upstream_id: int,
     ) -> Awaitable[Outcome]:
-        """One request upstream (``run(channel, call, exchange, headers, id)``) as a
+        """One request upstream (``run(call, exchange, channel, headers, id)``) as a
         client span, its trace context passed on in the call's ``_meta`` and headers."""
         ...
 

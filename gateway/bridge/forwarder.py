@@ -77,7 +77,7 @@ DEFAULT_PARK_TTL = 600.0
 class Upstream(Protocol):
     """What the forwarder needs of an upstream link."""
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome: ...
 
     @property
     def stateless(self) -> bool: ...
@@ -99,7 +99,7 @@ class Upstream(Protocol):
 
 
 class Forwarder:
-    """Executes calls for one route."""
+    """Handles the calls of one route."""
 
     def __init__(
         self,
@@ -179,7 +179,7 @@ class Forwarder:
                 if task is not None:
                     return task
         if op in MAY_ASK and exchange.can_park and not self.upstream.stateless:
-            return await self.parked.run(call, exchange)
+            return await self.parked.handle(call, exchange)
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
@@ -259,7 +259,7 @@ class Forwarder:
             if exchange.session is not None:
                 exchange.session.log_level = str(call.params.get("level"))
             if self._mirrored(exchange) and "logging" in exchange.profile.capabilities:
-                return await self.upstream.execute(call, exchange)
+                return await self.upstream.handle(call, exchange)
             return Value({})
         if op is Operation.ROOTS_LIST_CHANGED and not self.upstream.stateless:
             # The client's own upstream session (or its pool) asks for the roots again.
@@ -282,7 +282,7 @@ class Forwarder:
     # ------------------------------------------------- stateless upstreams
 
     async def _forward(self, call: Call, exchange: Exchange) -> Outcome:
-        outcome = await self.upstream.execute(call, exchange)
+        outcome = await self.upstream.handle(call, exchange)
         rounds = asked = 0
         while isinstance(outcome, InputRequired):
             rounds += 1
@@ -299,7 +299,7 @@ class Forwarder:
             if answers is None:
                 return self._hand_over(call, exchange, outcome)
             call = replace(call, answers=answers, state=outcome.state)
-            outcome = await self.upstream.execute(call, exchange)
+            outcome = await self.upstream.handle(call, exchange)
         return outcome
 
     def _flooded(self, outcome: InputRequired, asked: int, exchange: Exchange) -> Failure | None:

@@ -37,10 +37,10 @@ from gateway.protocol import adapter_of
 MAX_ASKS_PER_ROUND = 32
 
 
-class Executes(Protocol):
+class Handles(Protocol):
     """What running a parked call needs of the route's upstream."""
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome: ...
 
 
 class ParkedCalls:
@@ -48,7 +48,7 @@ class ParkedCalls:
 
     def __init__(
         self,
-        upstream: Executes,
+        upstream: Handles,
         parking: ParkingTable,
         sealer: StateSealer,
         ask_settle: float,
@@ -58,7 +58,7 @@ class ParkedCalls:
         self.sealer = sealer
         self.ask_settle = ask_settle
 
-    async def run(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         """Run a call whose upstream may ask mid-call, for a client that must be
         answered: its result, or the first round of questions."""
         parked = ParkedCall()
@@ -89,7 +89,7 @@ class ParkedCalls:
         its own last step: by the time _next_round runs the task is done, and no done
         callback costs a turn of the loop in between."""
         try:
-            return await self.upstream.execute(call, exchange)
+            return await self.upstream.handle(call, exchange)
         finally:
             parked.questions.changed.set()
 
@@ -165,7 +165,7 @@ class ParkedCalls:
         """The client's retry, with the claims of the state it carries."""
         if claims.get("k") == "again":
             # The upstream wanted URL elicitations done first: call it again.
-            return await self.run(replace(call, state=None, answers=None), exchange)
+            return await self.handle(replace(call, state=None, answers=None), exchange)
         parked = self.parking.get(str(claims.get("i")))
         if parked is None and claims.get("o", self.sealer.owner) != self.sealer.owner:
             return Failure(

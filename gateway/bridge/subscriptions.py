@@ -91,7 +91,7 @@ class SubscriptionUpstream(Protocol):
     @property
     def verdict(self) -> _Verdict | None: ...
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome: ...
 
     def scope(self, exchange: Exchange) -> str: ...
 
@@ -275,7 +275,7 @@ class SubscriptionHub:
         listener = self._listeners.get(key)
         uri = call.params.get("uri")
         if listener is None or not isinstance(uri, str):
-            return await self.upstream.execute(call, exchange)
+            return await self.upstream.handle(call, exchange)
         if uri in listener.uris:
             return Value({})
         refused = _over_bounds(listener, uri)
@@ -309,7 +309,7 @@ class SubscriptionHub:
         listener = self._listeners.get(key)
         uri = call.params.get("uri")
         if listener is None or not isinstance(uri, str):
-            return await self.upstream.execute(call, exchange)
+            return await self.upstream.handle(call, exchange)
         if uri not in listener.uris:
             return Value({})
         self._unwatch(listener, uri)
@@ -330,7 +330,7 @@ class SubscriptionHub:
                 # The client's own request keeps its exchange: what the upstream says
                 # while it runs (a log acknowledging it, say) is the client's.
                 own = request is call
-                outcome = await self.upstream.execute(
+                outcome = await self.upstream.handle(
                     request, exchange if own else _quiet(exchange, request)
                 )
                 if isinstance(outcome, Failure):
@@ -351,7 +351,7 @@ class SubscriptionHub:
             if exchange is None or count < 0:
                 return
             request = self._request(Operation.RESOURCES_UNSUBSCRIBE, uri, exchange)
-            outcome = await self.upstream.execute(request, _quiet(exchange, request))
+            outcome = await self.upstream.handle(request, _quiet(exchange, request))
             if isinstance(outcome, Failure):
                 log.info("upstream unsubscribe failed", uri=uri, error=outcome.message)
 
@@ -380,7 +380,7 @@ class SubscriptionHub:
             if held_scope != scope or count <= 0:
                 continue
             request = self._request(Operation.RESOURCES_SUBSCRIBE, uri, exchange)
-            outcome = await self.upstream.execute(request, _quiet(exchange, request))
+            outcome = await self.upstream.handle(request, _quiet(exchange, request))
             if isinstance(outcome, Failure):
                 log.info("re-subscribing upstream failed", uri=uri, error=outcome.message)
 

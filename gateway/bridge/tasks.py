@@ -64,7 +64,7 @@ class _Verdict(Protocol):
 class TaskUpstream(Protocol):
     """An upstream link that knows its revision and its tools' task support."""
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome: ...
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome: ...
 
     async def task_support(self, call: Call, exchange: Exchange) -> str | None: ...
 
@@ -134,7 +134,7 @@ class TaskBridge:
         assert upstream is not None and speaks is not None and client is not None
         if await upstream.task_support(call, exchange) not in TASK_SUPPORTED:
             return None
-        outcome = await upstream.execute(
+        outcome = await upstream.handle(
             replace(call, params=speaks.client_as_task(call.params)), exchange
         )
         if isinstance(outcome, Value):
@@ -247,4 +247,4 @@ class TaskBridge:
         assert upstream is not None and speaks is not None
         params = speaks.client_task_params(self._task_id(call))
         asked = replace(call, operation=operation, method=operation.value, params=params)
-        return await upstream.execute(asked, exchange)
+        return await upstream.handle(asked, exchange)

@@ -155,7 +155,7 @@ class Playground:
         )
         try:
             for _ in range(ROUNDS):
-                outcome = await link.execute(call, exchange)
+                outcome = await link.handle(call, exchange)
                 if not isinstance(outcome, InputRequired):
                     break
                 answers = await run.ask(outcome.asks)

@@ -135,7 +135,7 @@ class Spans:
 
     async def upstream(
         self,
-        run: Callable[[C, Call, Exchange, Mapping[str, str] | None, int], Awaitable[Outcome]],
+        run: Callable[[Call, Exchange, C, Mapping[str, str] | None, int], Awaitable[Outcome]],
         channel: C,
         call: Call,
         exchange: Exchange,
@@ -165,7 +165,7 @@ class Spans:
         exchange = self._passed_on(span, exchange, injected)
         with _current(span, context):
             try:
-                outcome = await run(channel, call, exchange, headers, upstream_id)
+                outcome = await run(call, exchange, channel, headers, upstream_id)
             except BaseException as exc:
                 _failed(span, exc)
                 raise

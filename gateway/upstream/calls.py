@@ -167,11 +167,11 @@ class Calls:
         if self._deadlines is not None:
             self._deadlines.close()
 
-    async def run(
+    async def handle(
         self,
-        channel: Channel,
         call: Call,
         exchange: Exchange,
+        channel: Channel,
         extra_headers: Mapping[str, str] | None = None,
         upstream_id: int | None = None,
     ) -> Outcome:
@@ -181,7 +181,7 @@ class Calls:
             upstream_id = next(self.ids)
             if tracing.active is not None:  # OpenTelemetry on: the request as a client span
                 return await tracing.active.upstream(
-                    self.run, channel, call, exchange, extra_headers, upstream_id
+                    self.handle, channel, call, exchange, extra_headers, upstream_id
                 )
         inflight = channel.inflight
         if inflight is not None:

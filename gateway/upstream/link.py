@@ -329,17 +329,17 @@ class UpstreamLink:
 
     # ------------------------------------------------------------ running calls
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         """Run one call upstream, in the upstream's revision; events go to ``exchange``."""
         try:
             verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         except Failure as failure:
             return failure
         if not verdict.adapter.has_handshake:
-            return await self._execute_modern(verdict.adapter, call, exchange)
-        return await self._execute_legacy(verdict, call, exchange)
+            return await self._handle_modern(verdict.adapter, call, exchange)
+        return await self._handle_legacy(verdict, call, exchange)
 
-    async def _execute_legacy(
+    async def _handle_legacy(
         self, verdict: Verdict, call: Call, exchange: Exchange, own: str | None = None
     ) -> Outcome:
         """``call`` on the exchange's session (``own``: on the gateway's own session of
@@ -378,7 +378,7 @@ class UpstreamLink:
             if pool is not None and session.scope == key:
                 session.scope = pool  # its listeners are the pool's
             try:
-                outcome = await self._sessions.run(session, call, exchange, rooting)
+                outcome = await self._sessions.handle(call, exchange, session, rooting)
             except CarrierError as exc:
                 await self._sessions.drop(key, session)
                 expired = exc.status == 404 and session.session_id is not None
@@ -402,12 +402,14 @@ class UpstreamLink:
         session = await get(roots)
         return session if session.key == key else await get(roots)
 
-    async def _execute_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
+    async def _handle_modern(self, adapter: Adapter, call: Call, exchange: Exchange) -> Outcome:
         try:
             if self._primary.is_session:
                 await start_carrier(self._primary)  # a stateless server: restart freely
             extra = await self._param_headers(adapter, call, exchange)
-            outcome = await self._calls.run(Channel(adapter, self._primary), call, exchange, extra)
+            outcome = await self._calls.handle(
+                call, exchange, Channel(adapter, self._primary), extra
+            )
         except CarrierError as exc:
             return carrier_failure(exc)
         except Failure as failure:
@@ -475,12 +477,12 @@ class UpstreamLink:
         client = replace(listing.client, capabilities={}, info=None, log_level=None)
         own = replace(quiet(exchange), call=replace(listing, client=client), downstream=None)
         key = SHARED if self._shared else OWN_KEY + exchange.principal
-        return await self._execute_legacy(verdict, own.call, own, key)
+        return await self._handle_legacy(verdict, own.call, own, key)
 
     async def _lookup(self, call: Call, exchange: Exchange) -> ToolFacts | None:
         """The facts of the called tool, the caller's list read quietly if need be."""
         index = self._tools.of(exchange.principal)
-        return await index.lookup(call, partial(self.execute, exchange=quiet(exchange)))
+        return await index.lookup(call, partial(self.handle, exchange=quiet(exchange)))
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange
@@ -490,7 +492,7 @@ class UpstreamLink:
 
         async def list_page(listing: Call) -> Outcome:
             channel = Channel(adapter, self._primary)
-            outcome = await self._calls.run(channel, listing, quiet(exchange))
+            outcome = await self._calls.handle(listing, quiet(exchange), channel)
             if not isinstance(outcome, Value):
                 return outcome
             return self._learn_modern(adapter, outcome, exchange.principal)

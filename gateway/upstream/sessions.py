@@ -455,8 +455,8 @@ class SessionPool:
 
     # ---------------------------------------------------------------- calls
 
-    async def run(
-        self, session: UpstreamSession, call: Call, exchange: Exchange, rooting: bool = False
+    async def handle(
+        self, call: Call, exchange: Exchange, session: UpstreamSession, rooting: bool = False
     ) -> Outcome:
         """Run one call in ``session``: a pool's held questions first, the log level
         brought up if need be.  ``rooting``: the caller's roots are its own (a
@@ -475,7 +475,7 @@ class SessionPool:
             await self._ensure_level(session, call, exchange)
             if session.held:  # questions it asked off any call, kept for a client
                 await self.unsolicited.ask_held(session, exchange)
-        outcome = await self._calls.run(session, call, exchange)
+        outcome = await self._calls.handle(call, exchange, session)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
             level = call.params.get("level")
             if isinstance(level, str) and session.key is not None:
@@ -585,7 +585,7 @@ class SessionPool:
             params={"level": level},
             client=exchange.call.client,
         )
-        outcome = await self._calls.run(session, set_level, quiet(exchange))
+        outcome = await self._calls.handle(set_level, quiet(exchange), session)
         if isinstance(outcome, Failure):
             session.log_level = current
             log.info("the upstream refused logging/setLevel", reason=outcome.message)

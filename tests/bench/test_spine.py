@@ -55,7 +55,7 @@ def test_handoffs_and_doors_are_counted_by_caller() -> None:
         # The ask closure a parked call hands down.
         (
             ("upstream/calls.py", "Calls.try_answer"),
-            ("bridge/parked_calls.py", "ParkedCalls.run.<locals>.ask"),
+            ("bridge/parked_calls.py", "ParkedCalls.handle.<locals>.ask"),
             "ask closure",
         ),
         # A revision's override called by its adapter base.

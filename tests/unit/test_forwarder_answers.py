@@ -48,7 +48,7 @@ class _Upstream:
         adapter = SET.stateless[0] if stateless else SET.by_version["2025-11-25"]
         self.verdict = _Verdict(adapter)
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         raise AssertionError("answered by the gateway, never upstream")
 
     async def task_support(self, call: Call, exchange: Exchange) -> str | None:

@@ -246,7 +246,7 @@ async def test_concurrent_first_calls_probe_a_stateless_upstream_once(
             assert link.verdict is None and not link.stateless
             async with asyncio.timeout(WITHIN):
                 outcomes = await asyncio.gather(
-                    *(link.execute(c, exchange(c)) for c in [call() for _ in range(5)])
+                    *(link.handle(c, exchange(c)) for c in [call() for _ in range(5)])
                 )
             assert [echoed(o) for o in outcomes] == ["echo: hi"] * 5
             assert len(upstream.methods("server/discover")) == 1
@@ -272,7 +272,7 @@ async def test_a_verdict_from_elsewhere_spares_the_probe(http: aiohttp.ClientSes
         link.adopt(Verdict(ADAPTERS.by_version[LEGACY], "http", ServerProfile()))
         try:
             assert link.verdict is modern
-            assert echoed(await link.execute(call(), exchange(call()))) == "echo: hi"
+            assert echoed(await link.handle(call(), exchange(call()))) == "echo: hi"
             assert [m for m, _ in upstream.seen] == ["tools/list", "tools/call"]
             assert told == []  # only this replica's own probes are told
         finally:
@@ -285,15 +285,15 @@ async def test_an_upstream_that_changes_revision_is_probed_again(
     async with Upstream("stateless") as upstream:
         link = await linked(http, upstream.url)
         try:
-            assert echoed(await link.execute(call(), exchange(call()))) == "echo: hi"
+            assert echoed(await link.handle(call(), exchange(call()))) == "echo: hi"
             upstream.refuse_version = True
-            refused = await link.execute(call(), exchange(call()))
+            refused = await link.handle(call(), exchange(call()))
             assert isinstance(refused, Failure)
             assert refused.kind is FailureKind.UNSUPPORTED_VERSION
             assert link.verdict is None  # the verdict stopped holding
             # Redeployed as a handshake-era server: the next call finds out.
             upstream.era, upstream.refuse_version = "handshake", False
-            assert echoed(await link.execute(call(), exchange(call()))) == "echo: hi"
+            assert echoed(await link.handle(call(), exchange(call()))) == "echo: hi"
             assert link.verdict is not None and link.verdict.adapter.version == LEGACY
             assert len(upstream.methods("server/discover")) == 2
             assert not link.stateless
@@ -306,7 +306,7 @@ async def test_an_unreachable_upstream_is_a_failure_never_a_verdict(
 ) -> None:
     link = await linked(http, await closed_port_url())
     try:
-        outcome = await link.execute(call(), exchange(call()))
+        outcome = await link.handle(call(), exchange(call()))
         assert isinstance(outcome, Failure)
         assert outcome.kind is FailureKind.UPSTREAM_UNAVAILABLE
         assert link.verdict is None
@@ -337,8 +337,8 @@ async def test_each_client_session_has_an_upstream_session_ended_with_it(
             assert await link.open(two) is None
             assert link.session_count() == 2
             assert link.scope(one) == "s:one" and link.scope(two) == "s:two"
-            assert echoed(await link.execute(one.call, one)) == "echo: hi"
-            assert echoed(await link.execute(two.call, two)) == "echo: hi"
+            assert echoed(await link.handle(one.call, one)) == "echo: hi"
+            assert echoed(await link.handle(two.call, two)) == "echo: hi"
             first, second = upstream.methods("tools/call")
             assert first is not None and second is not None and first != second
             await link.end(one)
@@ -346,7 +346,7 @@ async def test_each_client_session_has_an_upstream_session_ended_with_it(
             assert second not in upstream.methods("DELETE")
             assert link.session_count() == 1
             # The other client's session goes on.
-            assert echoed(await link.execute(two.call, two)) == "echo: hi"
+            assert echoed(await link.handle(two.call, two)) == "echo: hi"
             assert upstream.methods("tools/call")[-1] == second
         finally:
             await link.close()
@@ -365,8 +365,8 @@ async def test_stateless_clients_share_a_pool_per_principal_and_declared_capabil
             extended = call(capabilities={"extensions": {"x": {}}})
             sampling = call(capabilities={"sampling": {}})
             for c, who in [(plain, "alice"), (extended, "alice"), (sampling, "alice")]:
-                assert echoed(await link.execute(c, exchange(c, who))) == "echo: hi"
-            assert echoed(await link.execute(plain, exchange(plain, "bob"))) == "echo: hi"
+                assert echoed(await link.handle(c, exchange(c, who))) == "echo: hi"
+            assert echoed(await link.handle(plain, exchange(plain, "bob"))) == "echo: hi"
             # The probe's session was ended (it declared the gateway, not a client).
             probe, *pools = upstream.opened
             # Ended in the background once the probe had its answer.
@@ -391,15 +391,15 @@ async def test_an_expired_upstream_session_is_opened_again_once(
         link = await linked(http, upstream.url)
         try:
             client = exchange(call(), session="one")
-            assert echoed(await link.execute(client.call, client)) == "echo: hi"
+            assert echoed(await link.handle(client.call, client)) == "echo: hi"
             upstream.sessions.clear()  # the server restarted
-            assert echoed(await link.execute(client.call, client)) == "echo: hi"
+            assert echoed(await link.handle(client.call, client)) == "echo: hi"
             lost, found = upstream.methods("tools/call")[1:]
             assert lost != found
             # Expired at once every time: the second try's failure is the answer.
             upstream.expire_calls = True
             before = len(upstream.opened)
-            outcome = await link.execute(client.call, client)
+            outcome = await link.handle(client.call, client)
             assert isinstance(outcome, Failure)
             assert outcome.kind is FailureKind.UPSTREAM_PROTOCOL
             assert len(upstream.opened) == before + 1
@@ -499,7 +499,7 @@ async def test_a_new_upstream_session_is_announced_by_its_scope(
             # Found again, not opened again: nothing more is announced.
             assert await link.open(client) is None
             upstream.sessions.clear()  # the server restarted: opened anew, announced
-            assert echoed(await link.execute(client.call, client)) == "echo: hi"
+            assert echoed(await link.handle(client.call, client)) == "echo: hi"
             async with asyncio.timeout(WITHIN):
                 assert await opened.get() == "s:one"
             assert opened.empty()
@@ -530,7 +530,7 @@ async def test_a_server_never_seen_asking_roots_is_never_asked_for_them(
         try:
             for roots in (["file:///a"], ["file:///b"]):
                 client = rooted_exchange(roots, asked, Operation.TOOLS_CALL)
-                assert echoed(await link.execute(client.call, client)) == "echo: hi"
+                assert echoed(await link.handle(client.call, client)) == "echo: hi"
             assert asked == []  # the server asked nothing: nor did the gateway
             a, b = upstream.methods("tools/call")
             assert a == b  # one pool: it holds nobody's roots
@@ -548,14 +548,14 @@ async def test_stateless_clients_with_other_roots_never_share_a_pool(
         try:
             for roots in (["file:///a"], ["file:///b"], ["file:///a"]):
                 client = rooted_exchange(roots, asked, Operation.TOOLS_CALL)
-                assert echoed(await link.execute(client.call, client)) == "echo: hi"
+                assert echoed(await link.handle(client.call, client)) == "echo: hi"
             # Each call asked its client for its roots first (one round each).
             assert asked == [AskKind.LIST_ROOTS] * 3
             a, b, a_again = upstream.methods("tools/call")
             assert a == a_again and a != b
             # A listing cannot carry a round: it runs on a pool holding no roots.
             listing = rooted_exchange(["file:///a"], asked, Operation.TOOLS_LIST)
-            assert isinstance(await link.execute(listing.call, listing), Value)
+            assert isinstance(await link.handle(listing.call, listing), Value)
             assert len(asked) == 3
             assert upstream.methods("tools/list")[0] not in (a, b)
             assert link.session_count() == 3
@@ -583,7 +583,7 @@ async def test_a_stateless_upstreams_tool_is_read_once_and_its_headers_sent(
             assert await link.declared_headers(call(Operation.PING), exchange(call())) is None
             assert len(upstream.methods("tools/list")) == 1
             arguments = {"text": "hi", "region": "eu"}
-            assert echoed(await link.execute(call(arguments=arguments), exchange(call()))) == (
+            assert echoed(await link.handle(call(arguments=arguments), exchange(call()))) == (
                 "echo: hi"
             )
             sent = upstream.headers[-1]
@@ -614,7 +614,7 @@ async def test_a_handshake_eras_list_is_read_on_a_session_of_the_gateways_own(
             assert upstream.declared[own_session] == {"sampling": {}}
             assert others == listed_on
             # Whatever a client's own tools/list says is learnt too: no further read.
-            assert isinstance(await link.execute(call(Operation.TOOLS_LIST), client), Value)
+            assert isinstance(await link.handle(call(Operation.TOOLS_LIST), client), Value)
             assert (
                 await link.declared_headers(client.call, exchange(call(), "alice")) == ECHO_HEADERS
             )

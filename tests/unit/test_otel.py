@@ -278,7 +278,7 @@ async def test_upstream_the_client_span_replaces_the_clients_context(
         return Answer(result={"action": "decline"})
 
     async def run(
-        chan: Channel, sent: Call, exchange: Exchange, headers: Mapping[str, str] | None, id_: int
+        sent: Call, exchange: Exchange, chan: Channel, headers: Mapping[str, str] | None, id_: int
     ) -> Outcome:
         seen.update(meta=sent.meta, headers=dict(headers or {}), forwarded=exchange.forward_headers)
         assert exchange.ask is not None
@@ -379,7 +379,7 @@ async def test_an_unsampled_call_still_passes_its_context_on_and_records_nothing
         return None
 
     async def run(
-        chan: Channel, sent: Call, exchange: Exchange, headers: Mapping[str, str] | None, id_: int
+        sent: Call, exchange: Exchange, chan: Channel, headers: Mapping[str, str] | None, id_: int
     ) -> Outcome:
         seen.update(meta=sent.meta, ask=exchange.ask, forwarded=exchange.forward_headers)
         return Value({})

@@ -320,7 +320,7 @@ class _AskingUpstream:
         self.answered = asyncio.Event()
         self.got: Answer | None = None
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         self.started.set()
         await self.go.wait()
         assert exchange.ask is not None

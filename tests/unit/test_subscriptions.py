@@ -74,7 +74,7 @@ class ScriptedUpstream:
     def stateless(self) -> bool:
         return self._stateless
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         self.requests.append((call.method, str(call.params.get("uri"))))
         return Value({})
 
@@ -332,8 +332,8 @@ def test_the_listen_filter_is_the_adapters() -> None:
 class RefusingUpstream(ScriptedUpstream):
     """Refuses every resources/subscribe (an unknown URI, say)."""
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
-        await super().execute(call, exchange)
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
+        await super().handle(call, exchange)
         return Failure(FailureKind.RESOURCE_NOT_FOUND, "no such resource")
 
 

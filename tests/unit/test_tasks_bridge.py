@@ -159,7 +159,7 @@ class _Upstream:
         adapter = SET.by_version["2026-07-28" if stateless else "2025-11-25"]
         self.verdict = _Verdict(adapter)
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         return Value({})
 
     async def task_support(self, call: Call, exchange: Exchange) -> str | None:
@@ -211,7 +211,7 @@ class _AskingUpstream(_Upstream):
         self.answered: Answer | None = None
         self.finished = asyncio.Event()
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         if call.operation is Operation.TASKS_RESULT and self.answered is None:
             assert exchange.ask is not None
             self.answered = await exchange.ask(Ask(AskKind.ELICIT, {"message": "ok?"}))
@@ -273,7 +273,7 @@ class _ManyAsking(_Upstream):
         self.holding: set[str] = set()
         self.cancelled: list[str] = []
 
-    async def execute(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         task_id = str(call.params["taskId"])
         if call.operation is Operation.TASKS_CANCEL:
             self.cancelled.append(task_id)
