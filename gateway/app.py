@@ -21,7 +21,7 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bounds import Limits, route_policy
+from gateway.bounds import Bounds, route_policy
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
     Backend,
@@ -125,14 +125,14 @@ class Gateway:
         max_parked: int = DEFAULT_MAX_PARKED,
         state_key: bytes | None = None,
         trust_forwarded: bool = False,
-        limits: Limits | None = None,
+        limits: Bounds | None = None,
         cluster: ClusterOptions | None = None,
         reuse_port: bool = False,
         lean_lane: bool = True,
         console: ConsoleOptions | None = None,
     ) -> None:
         self.specs = routes
-        self.limits = limits or Limits()
+        self.limits = limits or Bounds()
         self.descriptors = DescriptorBudget(self.limits.fd_reserve)
         self.trust_forwarded = trust_forwarded
         self.park_ttl = park_ttl
@@ -183,7 +183,7 @@ class Gateway:
             max_parked=settings.max_parked,
             state_key=state_key_from_env(),
             trust_forwarded=settings.trust_forwarded,
-            limits=Limits.from_settings(settings),
+            limits=Bounds.from_settings(settings),
             cluster=cluster_options(settings),
             reuse_port=settings.reuse_port,
             lean_lane=settings.lean_lane,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Limits:
+class Bounds:
     """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
 
     max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL
@@ -66,7 +66,7 @@ class Limits:
     rate_fallback: str = "open"
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
+    def from_settings(cls, settings: Settings) -> Bounds:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {name: getattr(settings, name) for name in names}
         values["scrape_hosts"] = tuple(settings.scrape_hosts)
@@ -74,7 +74,7 @@ class Limits:
 
 
 def route_policy(
-    spec: RouteSpec, limits: Limits, shared: SharedBuckets | None
+    spec: RouteSpec, limits: Bounds, shared: SharedBuckets | None
 ) -> RoutePolicy | None:
     """The route's exposure rules and rate limits (its own, else the gateway-wide
     limits), its buckets in ``shared`` when clustered; None when it has neither."""

@@ -77,7 +77,7 @@ BATCH_CONCURRENCY = 8
 
 
 @dataclass(slots=True)
-class Reply:
+class Response:
     """One call's encoded answer (None: nothing to send), its HTTP status and the
     headers a failure carries (an upstream's `WWW-Authenticate`, say)."""
 
@@ -352,7 +352,7 @@ class Runner:
 
     # -------------------------------------------------------------- calls
 
-    async def run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
+    async def run(self, arrival: Arrival, call: Call, send: Send | None) -> Response:
         """Run one call and encode its outcome; its events and asks go to ``send``
         (None: the session's standalone stream).  Counted against the caller's
         quota of calls in flight: over it, the call is refused, not queued."""
@@ -361,7 +361,7 @@ class Runner:
         if refused is not None:
             adapter = arrival.adapter
             message = adapter.encode_failure(call.id, refused, call.operation)
-            return Reply(message, adapter.http_status(refused))
+            return Response(message, adapter.http_status(refused))
         try:
             if tracing.active is not None:  # OpenTelemetry on: the call as a server span
                 return await tracing.active.serve(self._run, self.route, arrival, call, send)
@@ -369,7 +369,7 @@ class Runner:
         finally:
             calls.release(arrival.principal)
 
-    async def _run(self, arrival: Arrival, call: Call, send: Send | None) -> Reply:
+    async def _run(self, arrival: Arrival, call: Call, send: Send | None) -> Response:
         started = time.perf_counter()
         adapter = arrival.adapter
         outcome: Outcome
@@ -397,8 +397,8 @@ class Runner:
         if tap is not None:
             tap(call, adapter.version, arrival.principal, profile, outcome, message, started)
         if isinstance(outcome, Failure) and not adapter.failure_is_result(outcome, call.operation):
-            return Reply(message, adapter.http_status(outcome), dict(outcome.headers))
-        return Reply(message, 200, {})
+            return Response(message, adapter.http_status(outcome), dict(outcome.headers))
+        return Response(message, 200, {})
 
     def _continues(self, call: Call, principal: str) -> bool:
         """Whether ``call`` answers a round of a call already charged to ``principal``
@@ -450,7 +450,7 @@ class Runner:
         """A batch's calls, a few at a time (``BATCH_CONCURRENCY``); answers in order."""
         gate = asyncio.Semaphore(BATCH_CONCURRENCY)
 
-        async def one(call: Call) -> Reply:
+        async def one(call: Call) -> Response:
             async with gate:
                 return await self.run(arrival, call, send)
 

@@ -50,7 +50,7 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter
-from gateway.upstream.carriers.base import Carrier, CarrierError, Reply, answers, final
+from gateway.upstream.carriers.base import Carrier, CarrierError, UpstreamReply, answers, final
 from gateway.upstream.deadlines import Clock, Deadlines
 
 log = structlog.get_logger(__name__)
@@ -263,7 +263,7 @@ class Calls:
         channel: Channel,
         call: Call,
         exchange: Exchange,
-        reply: Reply,
+        reply: UpstreamReply,
         upstream_id: int,
         headers: Mapping[str, str],
         clock: Clock | None,
@@ -421,7 +421,7 @@ async def roundtrip(
         raise CarrierError(f"no answer within {within:g} s", timeout=True) from exc
 
 
-async def _unless_session_lost(adapter: Adapter, reply: Reply) -> Reply:
+async def _unless_session_lost(adapter: Adapter, reply: UpstreamReply) -> UpstreamReply:
     """A 400 that says the session is unknown is the 404 of a server that forgot it
     (raised as such, so the caller opens a new session); any other 400 is read on."""
     first = await anext(aiter(reply.messages), None)

@@ -43,6 +43,7 @@ from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failur
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
+from gateway.upstream.open_session import OWN_KEY, UpstreamSession
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.roots import (
     NO_ROOTS,
@@ -52,7 +53,6 @@ from gateway.upstream.roots import (
     as_roots,
     roots_digest,
 )
-from gateway.upstream.session import OWN_KEY, UpstreamSession
 from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts

@@ -40,9 +40,9 @@ from gateway.upstream.calls import Calls, listen_named, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.open_session import UpstreamSession
 from gateway.upstream.poolcounts import PoolCounts
 from gateway.upstream.roots import ROOTED, answering_roots, roots_digest, taking_roots
-from gateway.upstream.session import UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.unsolicited import Unsolicited
 

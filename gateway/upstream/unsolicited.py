@@ -30,7 +30,7 @@ from gateway.core import jsonrpc as rpc
 from gateway.upstream.calls import Calls
 from gateway.upstream.carriers.base import CarrierError, answers
 from gateway.upstream.carriers.demux import SESSION_NOTIFICATIONS
-from gateway.upstream.session import UpstreamSession
+from gateway.upstream.open_session import UpstreamSession
 
 log = structlog.get_logger(__name__)
 

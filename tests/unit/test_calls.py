@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from gateway.upstream.calls import ANSWERS_AT_ONCE, Calls
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply
 
 
 class HeldSends(Carrier):
@@ -25,7 +25,7 @@ class HeldSends(Carrier):
     async def start(self) -> None:
         return None
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         raise CarrierError("not used here")
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:

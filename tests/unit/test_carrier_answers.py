@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.upstream.carriers.base import CarrierError, Message, Reply, answers, final
+from gateway.upstream.carriers.base import CarrierError, Message, UpstreamReply, answers, final
 
 ERROR = {"code": -32600, "message": "bad"}
 
@@ -36,12 +36,12 @@ def test_answers(message: Message, status: int, expected: bool) -> None:
     assert answers(message, 1, status) is expected
 
 
-def exchange_of(status: int, *messages: dict[str, Any]) -> Reply:
+def exchange_of(status: int, *messages: dict[str, Any]) -> UpstreamReply:
     async def items() -> AsyncIterator[Message]:
         for message in messages:
             yield message
 
-    return Reply(status, {}, items())
+    return UpstreamReply(status, {}, items())
 
 
 async def test_final_skips_what_comes_before_the_answer() -> None:

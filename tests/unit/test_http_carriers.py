@@ -14,7 +14,7 @@ from aiohttp import web
 from structlog.testing import capture_logs
 from yarl import URL
 
-from gateway.upstream.carriers.base import CarrierError, Message, Reply
+from gateway.upstream.carriers.base import CarrierError, Message, UpstreamReply
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier, open_legacy_sse_probe
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.wire.sse import encode_event
@@ -41,7 +41,7 @@ def sse(message: Message | str, event: str | None = None, id_: str | None = None
     return encode_event(data, event=event, id=id_)
 
 
-async def collect(exchange: Reply) -> list[Message]:
+async def collect(exchange: UpstreamReply) -> list[Message]:
     return [m async for m in exchange.messages]
 
 

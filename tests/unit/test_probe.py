@@ -15,7 +15,7 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.calls import Calls
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message
-from gateway.upstream.carriers.base import Reply as CarrierReply
+from gateway.upstream.carriers.base import UpstreamReply as CarrierReply
 from gateway.upstream.probe import EraProbe, Verdict
 from gateway.upstream.sessions import SessionPool
 from gateway.upstream.settings import UpstreamSettings
@@ -25,8 +25,8 @@ SSE_ENDPOINT = "http://upstream.invalid/messages"
 
 # What the fake upstream does with one request: an answer (with its HTTP status),
 # a CarrierError to raise, or None to never answer.
-Reply = tuple[int, Message] | CarrierError | None
-Handler = Callable[[Message, Mapping[str, str]], Reply]
+UpstreamReply = tuple[int, Message] | CarrierError | None
+Handler = Callable[[Message, Mapping[str, str]], UpstreamReply]
 
 
 class FakeCarrier(Carrier):
@@ -159,7 +159,7 @@ async def test_unsupported_version_with_a_list_discovers_that_version() -> None:
     # names it when refusing the newest: the one in between is never tried.
     adapters = DEFAULT.with_adapter(_Newer()).with_adapter(_Newest())
 
-    def handler(message: Message, headers: Mapping[str, str]) -> Reply:
+    def handler(message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         if headers.get("MCP-Protocol-Version") == MODERN.version:
             return discovered(MODERN, message["id"])
         return refused(message["id"], -32022, {"supported": [MODERN.version]})
@@ -171,7 +171,7 @@ async def test_unsupported_version_with_a_list_discovers_that_version() -> None:
 
 
 async def test_unsupported_version_naming_only_handshake_revisions_falls_back() -> None:
-    def handler(message: Message, headers: Mapping[str, str]) -> Reply:
+    def handler(message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         return refused(message["id"], -32022, {"supported": [LEGACY.version]})
 
     probe, _, _ = make_probe(handler)
@@ -193,7 +193,7 @@ async def test_unsupported_version_naming_only_handshake_revisions_falls_back() 
     ],
     ids=["400", "404", "method-not-found"],
 )
-async def test_no_modern_evidence_falls_back_to_initialize(reply: Reply) -> None:
+async def test_no_modern_evidence_falls_back_to_initialize(reply: UpstreamReply) -> None:
     probe, carrier, sse = make_probe(lambda message, _: reply)
     handshakes = Handshakes(DEFAULT)
     verdict = await probe.run({}, handshakes)
@@ -206,7 +206,7 @@ async def test_no_modern_evidence_falls_back_to_initialize(reply: Reply) -> None
 async def test_the_fallback_handshake_initializes_over_the_same_carrier() -> None:
     """With the real session pool as the handshake: initialize, then initialized."""
 
-    def handler(message: Message, headers: Mapping[str, str]) -> Reply:
+    def handler(message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         if message["method"] == "initialize":
             result = {"protocolVersion": LEGACY.version, "capabilities": {"logging": {}}}
             return 200, rpc.result(message["id"], result)

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from gateway.core.jsonrpc import response_id
 from gateway.upstream.carriers import stdio as stdio_module
-from gateway.upstream.carriers.base import CarrierError, Message, Reply
+from gateway.upstream.carriers.base import CarrierError, Message, UpstreamReply
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.wire.lines import HEAD, Oversized, encode_line, iter_lines
 
@@ -117,7 +117,7 @@ def req(id_: int | str, method: str = "tools/call", **params: Any) -> Message:
     return {"jsonrpc": "2.0", "id": id_, "method": method, "params": params}
 
 
-async def collect(exchange: Reply) -> list[Message]:
+async def collect(exchange: UpstreamReply) -> list[Message]:
     async with asyncio.timeout(TIMEOUT):
         return [m async for m in exchange.messages]
 

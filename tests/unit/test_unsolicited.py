@@ -10,7 +10,7 @@ from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.calls import Calls
 from gateway.upstream.carriers.base import Carrier
-from gateway.upstream.session import UpstreamSession
+from gateway.upstream.open_session import UpstreamSession
 from gateway.upstream.unsolicited import HELD_TTL, MAX_HELD, Unsolicited
 
 ADAPTER = next(a for a in AdapterSet.default().adapters if a.version == "2025-06-18")

@@ -1,6 +1,6 @@
 """The upstream carriers: moving JSON-RPC messages to and from one upstream endpoint.
 
-- ``base``: what every carrier offers the link (``Carrier``, ``Reply``,
+- ``base``: what every carrier offers the link (``Carrier``, ``UpstreamReply``,
   ``CarrierError``), what a carrier's error means to a call, and the one rule
   for which message answers a request (``answers``, ``final``);
 - ``stdio``, ``streamable`` (Streamable HTTP) and ``legacy_sse`` (HTTP+SSE,

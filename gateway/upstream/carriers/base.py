@@ -1,6 +1,6 @@
 """What every upstream carrier (Streamable HTTP, HTTP+SSE, stdio) offers the link.
 
-``Carrier``, the ``Reply`` to one request, ``CarrierError`` and what it
+``Carrier``, the ``UpstreamReply`` to one request, ``CarrierError`` and what it
 means to a call (``carrier_failure``), and the one rule for which message
 answers a request (``answers``, ``final``), which the carriers and their
 callers share.
@@ -80,7 +80,7 @@ class Closing(Protocol):
 
 
 @dataclass
-class Reply:
+class UpstreamReply:
     """The messages an upstream sent in reply to one request.
 
     ``messages`` yields, in order, every message the upstream tied to the
@@ -106,7 +106,7 @@ class Reply:
             await messages.aclose()
 
 
-async def final(exchange: Reply, request_id: Any) -> Message:
+async def final(exchange: UpstreamReply, request_id: Any) -> Message:
     """The message that answers ``request_id`` in ``exchange``, skipping what comes
     before it; CarrierError when the exchange ends without one."""
     async for message in exchange.messages:
@@ -129,7 +129,7 @@ class Carrier(ABC):
         """Open what must be open before the first message (HTTP+SSE stream, child)."""
 
     @abstractmethod
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         """Send a JSON-RPC request; the returned exchange yields its related messages.
 
         Raises CarrierError when the upstream refuses at the transport level
@@ -138,7 +138,7 @@ class Carrier(ABC):
         exchange's status says 4xx and its messages yield that error.
         """
 
-    async def stream(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         """A request whose answer may stay open and quiet for long (a listen); by
         default the same as ``request``."""
         return await self.request(message, headers)

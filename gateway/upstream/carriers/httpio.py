@@ -233,7 +233,7 @@ def event_messages(event: SseEvent) -> list[Message]:
 class SseReply:
     """One open SSE response read as JSON-RPC messages.
 
-    Closing it from another task (``Reply.aclose``, ``Carrier.close``)
+    Closing it from another task (``UpstreamReply.aclose``, ``Carrier.close``)
     ends the iteration quietly instead of surfacing the disconnect as an error.
     """
 

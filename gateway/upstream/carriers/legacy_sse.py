@@ -18,7 +18,7 @@ import structlog
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply
 from gateway.upstream.carriers.demux import Demux, Listening, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -273,7 +273,7 @@ class LegacySseCarrier(Carrier):
         finally:
             resp.release()
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         if not _is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         conn = self._open_conn()
@@ -292,7 +292,9 @@ class LegacySseCarrier(Carrier):
             finally:
                 conn.demux.forget(key, queue)
 
-        return Reply(200, response_headers, messages(), closer=Listening(conn.demux, key, queue))
+        return UpstreamReply(
+            200, response_headers, messages(), closer=Listening(conn.demux, key, queue)
+        )
 
     async def send(self, message: Message, headers: Mapping[str, str]) -> None:
         await self._post(self._open_conn(), message, headers)

@@ -35,7 +35,7 @@ import structlog
 
 from gateway.core.jsonrpc import response_id
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply
 from gateway.upstream.carriers.demux import (
     Demux,
     DropOldestQueue,
@@ -519,14 +519,16 @@ class StdioCarrier(Carrier):
             except (ConnectionError, RuntimeError, OSError) as exc:
                 raise CarrierError(f"could not write to the stdio server: {exc}") from exc
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         return await self._exchange(message, self.read_timeout, listen=False)
 
-    async def stream(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         """A request whose answer may stay quiet for long (a listen): no silence bound."""
         return await self._exchange(message, None, listen=True)
 
-    async def _exchange(self, message: Message, silence: float | None, *, listen: bool) -> Reply:
+    async def _exchange(
+        self, message: Message, silence: float | None, *, listen: bool
+    ) -> UpstreamReply:
         if not is_id(message.get("id")):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
         child = await self._ready()
@@ -545,7 +547,7 @@ class StdioCarrier(Carrier):
             finally:
                 child.demux.forget(key, queue)
 
-        return Reply(200, {}, messages(), closer=Listening(child.demux, key, queue))
+        return UpstreamReply(200, {}, messages(), closer=Listening(child.demux, key, queue))
 
     async def _next(self, queue: DropOldestQueue, silence: float | None) -> Message | None:
         """The request's next message; silence longer than ``silence`` (the route's

@@ -19,7 +19,7 @@ import orjson
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, Reply, answers
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, answers
 from gateway.upstream.carriers.h1 import H1Pool, usable
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -89,17 +89,17 @@ class StreamableHttpCarrier(Carrier):
     async def start(self) -> None:
         """Nothing to open: every message is its own HTTP request."""
 
-    async def request(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         return await self._post(message, headers, self._post_timeout)
 
-    async def stream(self, message: Message, headers: Mapping[str, str]) -> Reply:
+    async def stream(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         """A request whose answer is a stream that may stay quiet for long (a listen):
         the GET stream's idle bound applies, not a call's."""
         return await self._post(message, headers, self._listen_timeout)
 
     async def _post(
         self, message: Message, headers: Mapping[str, str], limits: aiohttp.ClientTimeout
-    ) -> Reply:
+    ) -> UpstreamReply:
         request_id = message.get("id")
         if not _is_id(request_id):
             raise ValueError("request() needs a JSON-RPC request with a string or integer id")
@@ -169,7 +169,7 @@ class StreamableHttpCarrier(Carrier):
 
     async def _exchange(
         self, resp: Response, request_id: Any, reopen: Reopen | None = None
-    ) -> Reply:
+    ) -> UpstreamReply:
         status = resp.status
         if status in (401, 403):
             # Credentials refused: the client must hear it as such, whatever the body.
@@ -185,10 +185,10 @@ class StreamableHttpCarrier(Carrier):
             if error is None:
                 raise CarrierError(f"upstream answered HTTP {status}", status=status, body=body)
             resp.release()
-            return Reply(status, resp.headers, Listed([error]))
+            return UpstreamReply(status, resp.headers, Listed([error]))
         if resp.content_type == EVENT_STREAM:
             stream = SseReply(resp, self._max_message_size, self._streams, reopen)
-            return Reply(
+            return UpstreamReply(
                 status,
                 resp.headers,
                 stream.messages(request_id, answer=True),
@@ -213,7 +213,7 @@ class StreamableHttpCarrier(Carrier):
             )
         # Keep the exchange's promise that the response comes last.
         ordered = [m for m in messages if m is not final] + [final]
-        return Reply(status, resp.headers, Listed(ordered))
+        return UpstreamReply(status, resp.headers, Listed(ordered))
 
     def pool_counts(self) -> tuple[int, int]:
         """The h1 client's open connections: (carrying a request, idle)."""
