@@ -92,7 +92,7 @@ def main(argv: list[str]) -> None:
     for spec in _options(options, "--patch"):
         patch(spec)
     sys.argv = ["gateway", *gateway_args]
-    from gateway.cli import app
+    from gateway.process.cli import app
 
     if profile_path is None:
         app()

@@ -1,5 +1,5 @@
 """`python -m gateway` is the `gateway` command."""
 
-from gateway.cli import app
+from gateway.process.cli import app
 
 app()

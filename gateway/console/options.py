@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gateway.settings import Settings, SettingsError
+from gateway.config.settings import Settings, SettingsError
 
 __all__ = ["CONSOLE_TOKEN_ENV", "MIN_TOKEN_LENGTH", "ConsoleError", "ConsoleOptions"]
 

@@ -11,6 +11,7 @@ from typing import Protocol
 import structlog
 from aiohttp import web
 
+from gateway.config.settings import RouteSpec
 from gateway.console import pages
 from gateway.console.access import Access
 from gateway.console.options import ConsoleOptions
@@ -21,7 +22,6 @@ from gateway.console.view import RoutesView
 from gateway.console.wiretap import UpstreamWires, recording_adapters
 from gateway.observability import Metrics
 from gateway.protocol import AdapterSet
-from gateway.settings import RouteSpec
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
@@ -42,7 +42,7 @@ STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 
 
 class GatewayState(Protocol):
-    """What the console reads of the gateway (gateway/app.py's Gateway)."""
+    """What the console reads of the gateway (gateway/process/app.py's Gateway)."""
 
     endpoints: list[Endpoint]
     specs: list[RouteSpec]

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gateway.config.settings import RouteSpec
 from gateway.observability import Metrics
-from gateway.settings import RouteSpec
 from gateway.transport.route import Route
 
 __all__ = ["RoutesView"]

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gateway.cli import app
+from gateway.process.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,9 +10,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gateway.cli import app
-from gateway.lifecycle import loop_factory
-from gateway.settings import SettingsError
+from gateway.config.settings import SettingsError
+from gateway.process.cli import app
+from gateway.process.lifecycle import loop_factory
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway.app import Gateway
-from gateway.cli import app
+from gateway.config.settings import RouteSpec, SettingsError, load_settings
 from gateway.policy import Rate, Rule
-from gateway.settings import RouteSpec, SettingsError, load_settings
+from gateway.process.app import Gateway
+from gateway.process.cli import app
 
 UPSTREAM = "http://127.0.0.1:3000/mcp"
 

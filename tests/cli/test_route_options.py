@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.route_options import BY_NAME, ROUTE_KEYS, reference
-from gateway.settings import RouteSpec
+from gateway.config.route_options import BY_NAME, ROUTE_KEYS, reference
+from gateway.config.settings import RouteSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def gateway(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_committed_reference_is_the_table() -> None:
     page = (REPO / "docs" / "reference" / "route-options.md").read_text()
-    regenerate = "python -m gateway.route_options > docs/reference/route-options.md"
+    regenerate = "python -m gateway.config.route_options > docs/reference/route-options.md"
     assert page == reference(), f"run: {regenerate}"
 
 

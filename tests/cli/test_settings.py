@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway.cli import app
-from gateway.settings import RouteSpec, Settings, SettingsError, load_settings
+from gateway.config.settings import RouteSpec, Settings, SettingsError, load_settings
+from gateway.process.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config" / "gateway.example.toml"
@@ -390,7 +390,7 @@ def test_probe_of_nothing_fails_cleanly() -> None:
 
 
 def test_the_state_key_comes_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.process_options import STATE_KEY_ENV, state_key_from_env
+    from gateway.process.start_options import STATE_KEY_ENV, state_key_from_env
 
     monkeypatch.delenv(STATE_KEY_ENV, raising=False)
     assert state_key_from_env() is None
@@ -409,7 +409,7 @@ def test_the_state_key_comes_from_the_environment_only(monkeypatch: pytest.Monke
 async def test_time_and_quota_settings_reach_each_route(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ask settle window and the parked-call quota set in the environment are the
     ones the route's forwarder uses (not the built-in defaults)."""
-    from gateway.app import Gateway
+    from gateway.process.app import Gateway
 
     monkeypatch.setenv("GATEWAY_ASK_SETTLE", "0.25")
     monkeypatch.setenv("GATEWAY_MAX_PARKED_PER_PRINCIPAL", "7")

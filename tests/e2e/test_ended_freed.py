@@ -24,8 +24,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.app import Gateway
-from gateway.settings import RouteSpec
+from gateway.config.settings import RouteSpec
+from gateway.process.app import Gateway
 from gateway.transport.sessions import Session
 from tests.e2e.fake_client import (
     ACCEPT_BOTH,

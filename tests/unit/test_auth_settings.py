@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.settings import RouteSpec, SettingsError, load_settings
+from gateway.config.settings import RouteSpec, SettingsError, load_settings
 
 
 def test_gateway_mode_options_parse() -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.settings import SettingsError
+from gateway.config.settings import SettingsError
 
 if TYPE_CHECKING:
     from aiohttp import web

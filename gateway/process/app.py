@@ -1,7 +1,7 @@
 """Wiring: settings turned into values (limits, the state key, cluster options), the
 aiohttp application built (a route per upstream, its link, guard and auth; the
-request-context middleware; the ops endpoints of :mod:`gateway.ops`), and the gateway
-started and run until a signal (the way down is :mod:`gateway.lifecycle`'s)."""
+request-context middleware; the ops endpoints of :mod:`gateway.process.ops`), and the gateway
+started and run until a signal (the way down is :mod:`gateway.process.lifecycle`'s)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
 from gateway.auth.wellknown import WellKnown
-from gateway.bounds import Bounds, route_policy
 from gateway.bridge.backend import (
     DEFAULT_MAX_PARKED,
     Backend,
@@ -29,11 +28,20 @@ from gateway.bridge.backend import (
 from gateway.bridge.forwarder import DEFAULT_PARK_TTL
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
+from gateway.config.settings import (
+    DEFAULT_DRAIN_TIMEOUT,
+    ROUTE_OPTIONS,
+    RouteSpec,
+    Settings,
+)
 from gateway.core import Failure, FailureKind
 from gateway.core.limits import DescriptorBudget, Quota
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
-from gateway.lifecycle import (
+from gateway.observability import CallObservers, Metrics, log_call
+from gateway.policy import RoutePolicy
+from gateway.process.bounds import Bounds, route_policy
+from gateway.process.lifecycle import (
     CLOSE_GRACE,
     SHUTDOWN_MARGIN,
     InFlight,
@@ -42,23 +50,15 @@ from gateway.lifecycle import (
     stop_accepting,
     watchdog,
 )
-from gateway.observability import CallObservers, Metrics, log_call
-from gateway.ops import OPS_PATHS, Ops
-from gateway.policy import RoutePolicy
-from gateway.process_options import (
+from gateway.process.ops import OPS_PATHS, Ops
+from gateway.process.route_check import RouteVerdict, watch
+from gateway.process.start_options import (
     STATE_KEY_ENV,
     cluster_options,
     is_loopback,
     state_key_from_env,
 )
 from gateway.protocol import AdapterSet
-from gateway.route_check import RouteVerdict, watch
-from gateway.settings import (
-    DEFAULT_DRAIN_TIMEOUT,
-    ROUTE_OPTIONS,
-    RouteSpec,
-    Settings,
-)
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
@@ -147,7 +147,7 @@ class Gateway:
         self.drain_timeout = drain_timeout
         self.adapters = AdapterSet.default()
         self.endpoints: list[Endpoint] = []
-        # Requests in flight, and the way down (gateway/lifecycle.py).
+        # Requests in flight, and the way down (gateway/process/lifecycle.py).
         self.work = InFlight(self.endpoints)
         self._http: aiohttp.ClientSession | None = None
         self._route_http: list[aiohttp.ClientSession] = []
@@ -594,7 +594,7 @@ class Gateway:
 
 
 def _say_route(verdict: RouteVerdict) -> None:
-    """The startup summary's line for a route (gateway/route_check.py)."""
+    """The startup summary's line for a route (gateway/process/route_check.py)."""
     for target in verdict.targets:
         if target.ok:
             log.info("route ready", route=verdict.path, **target.fields())

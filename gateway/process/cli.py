@@ -24,20 +24,12 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__, otel, route_options, tracing
-from gateway.app import Gateway
+from gateway import __version__, otel, tracing
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
-from gateway.core import Failure
-from gateway.lifecycle import loop_factory
-from gateway.observability import configure_logging
-from gateway.policy import FALLBACKS
-from gateway.probe_report import as_text, probe_upstream
-from gateway.process_options import state_key_from_env
-from gateway.protocol import AdapterSet
-from gateway.route_check import RouteVerdict, reach_all, upstream_name
-from gateway.settings import (
+from gateway.config import route_options
+from gateway.config.settings import (
     DEFAULT_DRAIN_TIMEOUT,
     EVENT_LOOPS,
     LOG_FORMATS,
@@ -50,6 +42,15 @@ from gateway.settings import (
     describe,
     load_settings,
 )
+from gateway.core import Failure
+from gateway.observability import configure_logging
+from gateway.policy import FALLBACKS
+from gateway.process.app import Gateway
+from gateway.process.lifecycle import loop_factory
+from gateway.process.probe_report import as_text, probe_upstream
+from gateway.process.route_check import RouteVerdict, reach_all, upstream_name
+from gateway.process.start_options import state_key_from_env
+from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import DEFAULT_MAX_BATCH, Route
 from gateway.transport.stdio import run_stdio

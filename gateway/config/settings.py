@@ -43,8 +43,7 @@ from gateway.bridge.backend import (
     DEFAULT_PARK_TTL_OVER_QUOTA,
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
-from gateway.policy import Rate, Rule
-from gateway.route_options import (
+from gateway.config.route_options import (
     BY_NAME,
     ROUTE_KEYS,
     did_you_mean,
@@ -52,6 +51,7 @@ from gateway.route_options import (
     split_outside_quotes,
     unquote,
 )
+from gateway.policy import Rate, Rule
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_FORWARD_HEADERS,
@@ -92,7 +92,7 @@ DEFAULT_DRAIN_TIMEOUT = 30.0
 DEFAULT_HEADER_TIMEOUT = 15.0
 DEFAULT_FD_RESERVE = 128
 # Options of the `--route PATH=UPSTREAM[,key=value...]` syntax: the one table
-# (gateway/route_options.py) that the help, the errors and the reference come from.
+# (gateway/config/route_options.py) that the help, the errors and the reference come from.
 ROUTE_OPTIONS = frozenset(BY_NAME)
 # A route's `rate=off` (or `tool_rate=off`): no limit there, whatever the default.
 RATE_OFF = "off"

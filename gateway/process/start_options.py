@@ -7,7 +7,7 @@ import ipaddress
 import os
 from typing import TYPE_CHECKING
 
-from gateway.settings import Settings, SettingsError
+from gateway.config.settings import Settings, SettingsError
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster is configured

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gateway.bridge.backend import DEFAULT_MAX_PARKED_PER_PRINCIPAL, DEFAULT_PARK_TTL_OVER_QUOTA
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE
+from gateway.config.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT, RATE_OFF, RouteSpec
 from gateway.policy import (
     Exposure,
     Rate,
@@ -17,7 +18,6 @@ from gateway.policy import (
     SharedBuckets,
     canonical_uri,
 )
-from gateway.settings import DEFAULT_FD_RESERVE, DEFAULT_HEADER_TIMEOUT, RATE_OFF, RouteSpec
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_KEEPALIVE,
@@ -33,12 +33,12 @@ from gateway.transport.route import (
 from gateway.transport.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Quotas and time bounds (see :class:`~gateway.settings.Settings` for each)."""
+    """Quotas and time bounds (see :class:`~gateway.config.settings.Settings` for each)."""
 
     max_parked_per_principal: int = DEFAULT_MAX_PARKED_PER_PRINCIPAL
     park_ttl_over_quota: float = DEFAULT_PARK_TTL_OVER_QUOTA
