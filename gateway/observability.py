@@ -263,6 +263,7 @@ class _RouteGauges(Collector):
         yield pooled
         yield upstream_sessions
         yield restarts
+        yield from _target_gauges(self._routes())
         yield GaugeMetricFamily(
             "gateway_in_flight_requests", "Client requests being handled.", value=self._in_flight()
         )
@@ -290,6 +291,28 @@ class _LaneGauges(Collector):
             "Connections the lane handed to aiohttp's server (a request it does not carry).",
             value=handoffs,
         )
+
+
+def _target_gauges(routes: Iterable[Route]) -> Iterator[Metric]:
+    """Each target of a route with several: whether it takes calls, its ejections."""
+    up = GaugeMetricFamily(
+        "gateway_upstream_target_up",
+        "1 while a target of a route with several upstreams takes calls, 0 while ejected.",
+        labels=["route", "target"],
+    )
+    ejections = CounterMetricFamily(
+        "gateway_upstream_target_ejections",
+        "Times a target was ejected after failing (or failing a check).",
+        labels=["route", "target"],
+    )
+    for route in routes:
+        targets = route.backend.targets
+        for row in targets.states() if targets is not None else []:
+            labels = [route.path, row["target"]]
+            up.add_metric(labels, 0 if row["state"] == "ejected" else 1)
+            ejections.add_metric(labels, row["ejections"])
+    yield up
+    yield ejections
 
 
 def _parked(route: Route) -> int:

@@ -21,7 +21,8 @@ from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
-from gateway.upstream.link import UpstreamLink
+from gateway.upstream.link import UpstreamLink, Verdict
+from gateway.upstream.targets import Targets
 
 # Parked calls in all and per principal; once a principal is at its quota, how long
 # its parked calls live (seconds).
@@ -31,13 +32,15 @@ DEFAULT_PARK_TTL_OVER_QUOTA = 30.0
 
 
 class Backend:
-    """The forwarder of one route and the upstream link behind it."""
+    """The forwarder of one route and the upstream link behind it (``targets``: the
+    route's several upstreams, ``link`` the first of them)."""
 
     def __init__(
         self,
         link: UpstreamLink,
         adapters: AdapterSet,
         *,
+        targets: Targets | None = None,
         cache_ttl_ms: int = 0,
         cache_scope: str = "private",
         sealer: StateSealer | None = None,
@@ -47,11 +50,12 @@ class Backend:
         ask_settle: float = DEFAULT_ASK_SETTLE,
     ) -> None:
         self.link = link
+        self.targets = targets
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
         sealer = sealer or StateSealer(ttl=DEFAULT_PARK_TTL)
         self.forwarder = Forwarder(
-            link,
+            targets or link,
             adapters=adapters,
             sealer=sealer,
             park_ttl=sealer.ttl,
@@ -68,10 +72,12 @@ class Backend:
         # The profile of the upstream's current verdict, once asked (None: ask
         # ``profile``); the link drops it when its verdict changes.
         self.known: ServerProfile | None = None
-        link.verdict_changed = self._forget_profile
+        self._known_for: Verdict | None = None
+        for each in targets.links if targets is not None else [link]:
+            each.verdict_changed = self._forget_profile
 
     def _forget_profile(self) -> None:
-        self.known = None
+        self.known = self._known_for = None
 
     async def profile(self, principal: str, headers: dict[str, str]) -> ServerProfile:
         """What the upstream offers, with the route's caching hints (raises Failure).
@@ -79,14 +85,13 @@ class Backend:
         Cached for as long as the upstream's verdict holds: a re-probe (the
         upstream changed) gives a fresh profile.
         """
-        verdict = await self.link.ensure(principal, headers)
-        if self.known is not None and verdict is self.link.verdict:
-            return self.known  # cleared whenever the verdict changes: still this one's
+        verdict = await (self.targets or self.link).ensure(principal, headers)
+        if self.known is not None and verdict is self._known_for:
+            return self.known  # cleared whenever a verdict changes: still this one's
         profile = verdict.profile.model_copy(
             update={"cache_ttl_ms": self.cache_ttl_ms, "cache_scope": self.cache_scope}
         )
-        if verdict is self.link.verdict:
-            self.known = profile
+        self.known, self._known_for = profile, verdict
         return profile
 
     @property
@@ -99,13 +104,15 @@ class Backend:
     def hidden(self) -> list[str]:
         """What no client may read in an error: the upstream's URL, host and command
         (longest first, so a part never leaves the rest of a whole showing)."""
-        settings = self.link.settings
-        words = [settings.url, *(settings.command or [])]
-        if settings.command:
-            words += [shlex.join(settings.command), os.path.basename(settings.command[0])]
-        if settings.url:
-            parts = urlsplit(settings.url)
-            words += [parts.netloc, parts.hostname or ""]
+        words: list[str] = []
+        for link in self.targets.links if self.targets is not None else [self.link]:
+            settings = link.settings
+            words += [settings.url, *(settings.command or [])]
+            if settings.command:
+                words += [shlex.join(settings.command), os.path.basename(settings.command[0])]
+            if settings.url:
+                parts = urlsplit(settings.url)
+                words += [parts.netloc, parts.hostname or ""]
         return sorted({w for w in words if len(w) >= 4}, key=len, reverse=True)
 
     @property
@@ -115,17 +122,20 @@ class Backend:
 
     def upstream_connections(self) -> tuple[int, int]:
         """Pooled connections to the upstream: (carrying a request, idle)."""
-        return self.link.pool_counts()
+        return (self.targets or self.link).pool_counts()
 
     def upstream_sessions(self) -> int:
-        return self.link.session_count()
+        return (self.targets or self.link).session_count()
 
     def tool_index_restarts(self) -> int:
-        return self.link.tool_index_restarts()
+        return (self.targets or self.link).tool_index_restarts()
 
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a
-        stdio upstream: its command can still be spawned)."""
+        stdio upstream: its command can still be spawned).  With several targets:
+        while one of them is usable, each target's state said."""
+        if self.targets is not None:
+            return await self._targets_ready(self.targets)
         link = self.link
         try:
             if link.verdict is None:
@@ -147,6 +157,19 @@ class Backend:
         if verdict.adapter.has_handshake:  # how a stateless client's roots are had
             ready["roots"] = link.roots_mode
         return ready
+
+    async def _targets_ready(self, targets: Targets) -> dict[str, Any]:
+        await targets.check_all()
+        states = targets.states()
+        verdict = targets.verdict
+        if verdict is None or all(row["state"] == "ejected" for row in states):
+            return {"ready": False, "error": targets.down().message, "targets": states}
+        return {
+            "ready": True,
+            "upstream_revision": verdict.adapter.version,
+            "transport": verdict.transport,
+            "targets": states,
+        }
 
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""

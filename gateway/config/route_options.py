@@ -63,6 +63,29 @@ OPTIONS: tuple[RouteOption, ...] = (
         "proxy's idle timeout in between (nginx's 60 s) does not cut it; 0 turns it off",
         "the setting keepalive (15)",
     ),
+    RouteOption(
+        "also",
+        "URL|URL",
+        "more targets of the same server (HTTP): stateless calls go to the healthy one "
+        "with the fewest calls in flight, a session and its calls stay on the target that "
+        "opened it; a target that fails 3 times in a row is ejected for a back-off "
+        "(2 s, doubling to 60 s) and re-admitted when it answers; with every target out a "
+        "call is refused at once with when to try again",
+        kind=Kind.LIST,
+    ),
+    RouteOption(
+        "instances",
+        "N",
+        "a stdio route's targets: N children of the command, as also= is for HTTP",
+        "1",
+    ),
+    RouteOption(
+        "health_every",
+        "SECONDS",
+        "how often each target of a route with several is checked (it takes connections; "
+        "it speaks the route's protocol era)",
+        "5",
+    ),
     RouteOption("connect_timeout", "SECONDS", "connecting to the upstream", "10"),
     RouteOption("probe_timeout", "SECONDS", "how long the era probe waits for an answer", "10"),
     RouteOption(

@@ -18,6 +18,7 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -120,6 +121,13 @@ class RouteSpec(BaseModel):
     ask_timeout: float = Field(DEFAULT_ASK_TIMEOUT, gt=0)
     # The gateway-wide keepalive for this route's SSE answers (None: that one).
     keepalive: float | None = Field(None, ge=0)
+    # More targets of the same server (HTTP upstreams): calls spread over the healthy
+    # ones, a session stays on its own (gateway/upstream/targets.py).
+    also: list[str] = Field(default_factory=list, max_length=32)
+    # stdio upstreams: this many children of the command, as targets.
+    instances: int = Field(1, ge=1, le=32)
+    # How often each target of a route with several is checked (seconds).
+    health_every: float = Field(5.0, gt=0)
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -210,6 +218,29 @@ class RouteSpec(BaseModel):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http(s):// URL")
         return value
+
+    @field_validator("also")
+    @classmethod
+    def _also(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url[:100]!r}: every target must be an http(s):// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _targets(self) -> RouteSpec:
+        if self.also and self.command is not None:
+            raise ValueError("also= names more HTTP targets; a stdio route uses instances=N")
+        if self.instances > 1 and self.command is None:
+            raise ValueError("instances=N is for a stdio route; an HTTP route uses also=URL|URL")
+        return self
+
+    def target_settings(self) -> list[UpstreamSettings]:
+        """Each target's settings: the upstream, then ``also``'s URLs or more instances."""
+        first = self.upstream_settings()
+        more = [replace(first, url=url) for url in self.also]
+        more += [replace(first) for _ in range(self.instances - 1)]
+        return [first, *more]
 
     @model_validator(mode="after")
     def _gateway_auth(self) -> RouteSpec:

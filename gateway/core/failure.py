@@ -45,6 +45,9 @@ class FailureKind(Enum):
     OVERLOADED = "overloaded"
     # Upstream trouble: the gateway's own kinds.
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    # Every target of the route is out (ejected after failures): answered at once, with
+    # when to try again, instead of after the call's timeout.
+    UPSTREAM_DOWN = "upstream_down"
     UPSTREAM_TIMEOUT = "upstream_timeout"
     UPSTREAM_PROTOCOL = "upstream_protocol"
     # An upstream JSON-RPC error with no normalized meaning: its code passes through.

@@ -74,6 +74,7 @@ from gateway.transport.sessions import (
     SessionStore,
 )
 from gateway.upstream.link import UpstreamLink
+from gateway.upstream.targets import Targets
 
 if TYPE_CHECKING:  # imported only when a cluster (or the console) is configured
     from gateway.cluster.node import ClusterNode
@@ -315,7 +316,10 @@ class Gateway:
         )
         # With the console recording bodies, the link's adapters note what it sends and reads.
         adapters = self.console.link_adapters() if self.console is not None else self.adapters
-        link = UpstreamLink(spec.upstream_settings(), adapters, self._session_for(spec))
+        http = self._session_for(spec)
+        links = [UpstreamLink(each, adapters, http) for each in spec.target_settings()]
+        link = links[0]
+        targets = Targets(links, check_every=spec.health_every) if len(links) > 1 else None
         if node is not None:
             node.attach(spec.path, self.max_body_bytes, sealer)
             if spec.command is None:
@@ -324,6 +328,7 @@ class Gateway:
         backend = Backend(
             link,
             self.adapters,
+            targets=targets,
             cache_ttl_ms=spec.ttl_ms,
             cache_scope=spec.cache_scope,
             sealer=sealer,
@@ -485,6 +490,9 @@ class Gateway:
             await self.cluster.start(url)
         if self.console is not None:
             await self.console.start()
+        for endpoint in self.endpoints:
+            if endpoint.route.backend.targets is not None:  # several: each checked
+                endpoint.route.backend.targets.start()
         log.info(
             "gateway listening", host=self.host, port=self.port, routes=[s.path for s in self.specs]
         )
@@ -541,7 +549,8 @@ class Gateway:
         if self.lane is not None:
             self.lane.close_all()
         for endpoint in self.endpoints:
-            await endpoint.route.backend.link.close()
+            backend = endpoint.route.backend
+            await (backend.targets or backend.link).close()
         for session in self._route_http:
             await session.close()
         if self._http is not None:

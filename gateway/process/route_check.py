@@ -212,6 +212,10 @@ async def watch(
 
 async def _verdict(path: str, backend: Backend, within: float) -> RouteVerdict:
     link = backend.link
+    if backend.targets is not None:
+        return RouteVerdict(
+            path, await asyncio.gather(*(reach(t, within) for t in backend.targets.links))
+        )
     if link.verdict is None:
         return RouteVerdict(path, [await reach(link, within)])
     check = await backend.ready(within)

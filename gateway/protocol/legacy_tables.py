@@ -32,6 +32,7 @@ CODES: dict[FailureKind, int] = {
     FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
+    FailureKind.UPSTREAM_DOWN: -32000,
     FailureKind.UPSTREAM_TIMEOUT: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
 }

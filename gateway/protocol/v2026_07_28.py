@@ -141,6 +141,7 @@ class Adapter2026_07_28(Adapter2025_11_25):
         # The upstream's trouble, as a proxy says it: down (with Retry-After), too slow.
         # (An unusable answer stays 200: it may be the client's own oversized request.)
         FailureKind.UPSTREAM_UNAVAILABLE: 503,
+        FailureKind.UPSTREAM_DOWN: 503,
         FailureKind.UPSTREAM_TIMEOUT: 504,
     }
 

@@ -15,10 +15,15 @@ from gateway.core import Failure, FailureKind
 
 # The kinds whose message may carry the upstream side's words (a carrier's error).
 UPSTREAM_KINDS = frozenset(
-    {FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_TIMEOUT, FailureKind.UPSTREAM_PROTOCOL}
+    {
+        FailureKind.UPSTREAM_UNAVAILABLE,
+        FailureKind.UPSTREAM_DOWN,
+        FailureKind.UPSTREAM_TIMEOUT,
+        FailureKind.UPSTREAM_PROTOCOL,
+    }
 )
 # Where waiting helps: the client may try again after this many seconds.
-RETRY_AFTER = {FailureKind.UPSTREAM_UNAVAILABLE: "5"}
+RETRY_AFTER = {FailureKind.UPSTREAM_UNAVAILABLE: "5", FailureKind.UPSTREAM_DOWN: "5"}
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
 _HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
 # A library's own words: past one of these the text is not the gateway's.
@@ -64,11 +69,15 @@ def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
         return failure
     said = without_internals(failure.message, hidden)
     headers = dict(failure.headers)
+    data = None
     if failure.kind in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[failure.kind])
+        # Said in the message's own words too, for clients that never see the header
+        # (stdio, a JSON-RPC error at HTTP 200).
+        data = {"retryAfterSeconds": int(headers["Retry-After"])}
     return replace(
         failure,
         message=f"route {route}: {said} (request id {request_id()})",
-        data=None,
+        data=data,
         headers=headers,
     )

@@ -757,7 +757,7 @@ def test_client_outgoing_is_the_request_and_its_headers_in_one_step() -> None:
 
     for adapter in AdapterSet.default().adapters:
         client = ClientContext(protocol_version=adapter.version)
-        call = Call(7, "tools/call", Operation.TOOLS_CALL, {"name": "echo"}, client)
+        call = Call(7, Operation.TOOLS_CALL, "tools/call", {"name": "echo"}, client)
         message, headers = adapter.client_outgoing(call, 41, "sid")
         assert message == adapter.client_request(call, 41)
         assert headers == adapter.client_headers(call, "sid")

@@ -279,6 +279,7 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
+    FailureKind.UPSTREAM_DOWN: -32000,  # every target out: try again after retryAfterSeconds
     FailureKind.UPSTREAM_TIMEOUT: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
     FailureKind.UPSTREAM_ERROR: -32603,  # with no upstream code to pass through
@@ -324,6 +325,7 @@ EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
         FailureKind.UNSUPPORTED_VERSION: 400,
         FailureKind.HEADER_MISMATCH: 400,
         FailureKind.UPSTREAM_UNAVAILABLE: 503,
+        FailureKind.UPSTREAM_DOWN: 503,
         FailureKind.UPSTREAM_TIMEOUT: 504,
     },
 }

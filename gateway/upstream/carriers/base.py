@@ -26,6 +26,10 @@ from gateway.core import Failure, FailureKind
 Message = dict[str, Any]
 
 
+# A Failure's data when its request never left the gateway (see CarrierError.unreached).
+UNREACHED = {"unreached": True}
+
+
 class CarrierError(Exception):
     """The upstream could not be reached or broke the transport's rules.
 
@@ -33,6 +37,8 @@ class CarrierError(Exception):
     upstream said (possibly empty, cut short), for diagnostics.  A 4xx whose
     body is a JSON-RPC error is no CarrierError: see ``Carrier.request``.
     ``challenge`` is the ``WWW-Authenticate`` of a 401/403, passed on to the client.
+    ``unreached``: no connection was made (refused, no such host, TLS failed), so the
+    request was never written: sending it elsewhere cannot run it twice.
     """
 
     def __init__(
@@ -43,8 +49,10 @@ class CarrierError(Exception):
         body: bytes = b"",
         timeout: bool = False,
         challenge: str | None = None,
+        unreached: bool = False,
     ) -> None:
         super().__init__(message)
+        self.unreached = unreached
         self.status = status
         self.body = body
         self.timeout = timeout
@@ -175,7 +183,10 @@ def carrier_failure(exc: CarrierError) -> Failure:
     if exc.timeout:
         return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
     if exc.status is None:
-        return Failure(FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}")
+        data = UNREACHED if exc.unreached else None
+        return Failure(
+            FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}", data
+        )
     return Failure(
         FailureKind.UPSTREAM_PROTOCOL,
         # Not an MCP endpoint, most often: the carrier's text may say no more than that.

@@ -79,7 +79,8 @@ def transport_error(exc: BaseException, what: str) -> CarrierError:
     # aiohttp's timeout errors are also ClientErrors, so test for timeouts first.
     if isinstance(exc, TimeoutError):
         return CarrierError(f"{what}: timed out", timeout=True)
-    return CarrierError(f"{what}: {type(exc).__name__}: {exc}")
+    unreached = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
+    return CarrierError(f"{what}: {type(exc).__name__}: {exc}", unreached=unreached)
 
 
 async def open_response(

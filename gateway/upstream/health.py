@@ -1,0 +1,93 @@
+"""Whether one target of a route may take calls: passive outlier ejection, re-admission.
+
+A target is *in* until it fails ``eject_after`` times in a row (a connection that
+could not be made, the upstream unreachable or too slow to answer, an HTTP 5xx) or an
+active check finds it down; then it is *out* for a back-off that doubles with each
+ejection in a row (``base`` to ``ceiling`` seconds).  Once the back-off has passed it
+is *on trial*: the next active check or call decides, a success re-admits it (the
+back-off starts again from ``base``), a failure sends it out for longer.
+
+Plain state, no I/O and no clock of its own: the caller passes ``now`` (monotonic
+seconds), so the rules are tested without waiting.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from gateway.core import Failure, FailureKind
+
+# Failures that count against a target: it could not be reached or did not answer.
+# A JSON-RPC error, a refused credential or the client's own bad request do not.
+COUNTED = frozenset(
+    {FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_TIMEOUT, FailureKind.UPSTREAM_PROTOCOL}
+)
+DEFAULT_EJECT_AFTER = 3
+DEFAULT_BACKOFF = 2.0
+DEFAULT_BACKOFF_CEILING = 60.0
+
+
+class State(enum.Enum):
+    IN = "up"
+    OUT = "ejected"
+    TRIAL = "trial"
+
+
+def counts_against(failure: Failure) -> bool:
+    """Whether a call's failure says something about the target (not the client)."""
+    if failure.kind is FailureKind.UPSTREAM_PROTOCOL:
+        status = failure.data.get("status") if isinstance(failure.data, dict) else None
+        return isinstance(status, int) and status >= 500  # a 4xx is the request's
+    return failure.kind in COUNTED
+
+
+@dataclass
+class Health:
+    """One target's standing."""
+
+    eject_after: int = DEFAULT_EJECT_AFTER
+    base: float = DEFAULT_BACKOFF
+    ceiling: float = DEFAULT_BACKOFF_CEILING
+    state: State = State.IN
+    failures: int = 0  # in a row
+    ejections: int = 0  # in a row (reset by a success)
+    ejected_total: int = 0
+    until: float = 0.0  # out until then (monotonic seconds)
+    reason: str = ""  # why it is out, for the operator (never a client)
+    history: list[tuple[float, str]] = field(default_factory=list, repr=False)
+
+    def usable(self, now: float) -> bool:
+        """May take a call now: in, or out long enough to be tried again."""
+        if self.state is State.OUT and now >= self.until:
+            self.state = State.TRIAL
+        return self.state is not State.OUT
+
+    def succeeded(self, now: float) -> None:
+        if self.state is not State.IN:
+            self._note(now, "re-admitted")
+        self.state, self.failures, self.ejections, self.reason = State.IN, 0, 0, ""
+
+    def failed(self, now: float, reason: str, *, at_once: bool = False) -> None:
+        """A counted failure; ``at_once``: a check that found the target down (no
+        need to wait for more calls to fail on it)."""
+        self.failures += 1
+        if self.state is State.TRIAL or at_once or self.failures >= self.eject_after:
+            self._eject(now, reason)
+
+    def retry_after(self, now: float) -> int:
+        """Whole seconds until it may be tried again (at least 1)."""
+        return max(1, math.ceil(self.until - now))
+
+    def _eject(self, now: float, reason: str) -> None:
+        backoff = min(self.ceiling, self.base * (2**self.ejections))
+        self.state, self.until, self.reason = State.OUT, now + backoff, reason
+        self.ejections += 1
+        self.ejected_total += 1
+        self.failures = 0
+        self._note(now, f"ejected for {backoff:g}s")
+
+    def _note(self, now: float, what: str) -> None:
+        self.history.append((now, what))
+        del self.history[:-16]  # the last few moves, for /readyz and tests

@@ -1,0 +1,345 @@
+"""Several upstreams of one route (``also=`` URLs, or ``instances=`` stdio children),
+seen by the bridge as one link.
+
+Each target is an :class:`UpstreamLink` of its own, with its own verdict (revision,
+transport), sessions and pools.  A call that belongs to nothing goes to the usable
+target with the fewest calls in flight; what lives on one target stays there: a
+client session's own upstream session (and so its parked calls, subscriptions and
+notifications), a listen (one long call), an upstream task (its id is remembered
+with the target that made it).  Each target's :class:`Health` decides whether it may
+take calls; when none may, a call is answered at once (``UPSTREAM_DOWN``, with when
+to try again) instead of waiting out its timeout.  A call whose request never left
+the gateway (no connection could be made) goes to the next target: it cannot have
+run.  Retrying anything that may have reached a server is not this module's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import structlog
+
+from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
+from gateway.upstream.carriers.base import UNREACHED
+from gateway.upstream.health import Health, State, counts_against
+from gateway.upstream.link import UpstreamLink, Verdict
+
+log = structlog.get_logger(__name__)
+
+TASK_OPERATIONS = frozenset(
+    {
+        Operation.TASKS_GET,
+        Operation.TASKS_RESULT,
+        Operation.TASKS_CANCEL,
+        Operation.TASKS_UPDATE,
+    }
+)
+# Upstream task ids remembered with their target (then the oldest are forgotten).
+MAX_TASKS = 10_000
+DEFAULT_CHECK_EVERY = 5.0
+DEFAULT_CHECK_WITHIN = 3.0
+
+
+class Targets:
+    """The targets of one route.  Safe for many concurrent calls."""
+
+    def __init__(
+        self,
+        links: list[UpstreamLink],
+        *,
+        check_every: float = DEFAULT_CHECK_EVERY,
+        check_within: float = DEFAULT_CHECK_WITHIN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if len(links) < 2:
+            raise ValueError("Targets are for a route with several upstreams")
+        self.links = links
+        self.health = [Health() for _ in links]
+        self.outstanding = [0] * len(links)
+        self.check_every, self.check_within = check_every, check_within
+        self._clock = clock
+        self._pins: dict[str, int] = {}  # a client session's key -> its target
+        self._tasks: OrderedDict[str, int] = OrderedDict()
+        self._turn = 0  # ties go round
+        self._checker: asyncio.Task[None] | None = None
+        self.retried_unreached = 0
+
+    # ------------------------------------------------ what the bridge reads
+
+    @property
+    def settings(self) -> Any:
+        return self.links[0].settings
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return next((link.verdict for link in self.links if link.verdict is not None), None)
+
+    @property
+    def stateless(self) -> bool:
+        verdict = self.verdict
+        return verdict is not None and not verdict.adapter.has_handshake
+
+    # ------------------------------------------------------ choosing one
+
+    def _pick(self, skip: set[int] | frozenset[int] = frozenset()) -> int | None:
+        """The usable target with the fewest calls in flight (None: none is usable)."""
+        now = self._clock()
+        usable = [i for i, h in enumerate(self.health) if i not in skip and h.usable(now)]
+        if not usable:
+            return None
+        self._turn += 1
+        return min(usable, key=lambda i: (self.outstanding[i], (i - self._turn) % len(self.links)))
+
+    def _held(self, call: Call | None, exchange: Exchange) -> int | None:
+        """The target that holds what ``call`` belongs to (None: it may go anywhere)."""
+        downstream = exchange.downstream
+        if downstream is not None and not self.stateless:
+            pinned = self._pins.get(downstream.key)
+            if pinned is None:
+                pinned = self._pick()
+                if pinned is not None:
+                    self._pins[downstream.key] = pinned
+            return pinned
+        if call is not None and call.operation in TASK_OPERATIONS:
+            task_id = call.params.get("taskId")
+            if isinstance(task_id, str):
+                return self._tasks.get(task_id)
+        return None
+
+    def down(self) -> Failure:
+        """Every target is out: when the first may be tried again."""
+        now = self._clock()
+        wait = min(h.retry_after(now) for h in self.health)
+        return Failure(
+            FailureKind.UPSTREAM_DOWN,
+            f"every upstream of this route is down ({len(self.links)} targets)",
+            headers={"Retry-After": str(wait)},
+        )
+
+    # ------------------------------------------------------------ calls
+
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
+        held = self._held(call, exchange)
+        if held is not None:
+            return await self._on(held, call, exchange)
+        if exchange.downstream is not None and not self.stateless:
+            return self.down()  # a new session's call, and no target to open it on
+        tried: set[int] = set()
+        outcome: Outcome = self.down()
+        while (index := self._pick(tried)) is not None:
+            tried.add(index)
+            outcome = await self._on(index, call, exchange)
+            if not (isinstance(outcome, Failure) and outcome.data == UNREACHED):
+                break
+            self.retried_unreached += 1  # never left the gateway: another may take it
+            log.info("call sent to another target", route=self.settings.route, unreached=index)
+        self._remember_task(index if tried else None, outcome)
+        return outcome
+
+    async def _on(self, index: int, call: Call, exchange: Exchange) -> Outcome:
+        self.outstanding[index] += 1
+        try:
+            outcome = await self.links[index].handle(call, exchange)
+        finally:
+            self.outstanding[index] -= 1
+        self._judge(index, outcome)
+        return outcome
+
+    def _judge(self, index: int, outcome: Outcome) -> None:
+        health, now = self.health[index], self._clock()
+        if isinstance(outcome, Failure) and counts_against(outcome):
+            was = health.state
+            health.failed(now, outcome.message)
+            if health.state is State.OUT and was is not State.OUT:
+                log.warning(
+                    "upstream target ejected",
+                    route=self.settings.route,
+                    target=self.name(index),
+                    reason=outcome.message,
+                    retry_in=health.retry_after(now),
+                )
+        else:
+            health.succeeded(now)
+
+    def _remember_task(self, index: int | None, outcome: Outcome) -> None:
+        if index is None or not isinstance(outcome, Value):
+            return
+        task = outcome.result.get("task") if isinstance(outcome.result, dict) else None
+        task_id = task.get("taskId") if isinstance(task, dict) else None
+        if isinstance(task_id, str):
+            self._tasks[task_id] = index
+            while len(self._tasks) > MAX_TASKS:
+                self._tasks.popitem(last=False)
+
+    # ------------------------------------------ a client session's own upstream
+
+    async def open(self, exchange: Exchange) -> Failure | None:
+        index = self._held(None, exchange)
+        if index is None:
+            return self.down()
+        return await self.links[index].open(exchange)
+
+    async def end(self, exchange: Exchange) -> None:
+        downstream = exchange.downstream
+        index = self._pins.pop(downstream.key, None) if downstream is not None else None
+        if index is not None:
+            await self.links[index].end(exchange)
+
+    async def notify(self, call: Call, exchange: Exchange) -> None:
+        index = self._held(call, exchange)
+        chosen = [self.links[index]] if index is not None else self.links  # pools: every one
+        for link in chosen:
+            await link.notify(call, exchange)
+
+    def _for(self, call: Call | None, exchange: Exchange) -> UpstreamLink:
+        """The link a call that needs one answer (a list, a scope) asks."""
+        index = self._held(call, exchange)
+        if index is None:
+            index = self._pick()
+        return self.links[index if index is not None else 0]
+
+    def scope(self, exchange: Exchange) -> str:
+        return self._for(None, exchange).scope(exchange)
+
+    async def attach(self, exchange: Exchange) -> None:
+        await self._for(None, exchange).attach(exchange)
+
+    def listen(self, call: Call, exchange: Exchange) -> AsyncIterator[Event]:
+        return self._for(call, exchange).listen(call, exchange)
+
+    async def task_support(self, call: Call, exchange: Exchange) -> str | None:
+        return await self._for(call, exchange).task_support(call, exchange)
+
+    async def declared_headers(
+        self, call: Call, exchange: Exchange
+    ) -> dict[tuple[str, ...], str] | None:
+        return await self._for(call, exchange).declared_headers(call, exchange)
+
+    async def ensure(self, principal: str, headers: Mapping[str, str]) -> Verdict:
+        """A usable target's verdict (the route's profile is read from it)."""
+        tried: set[int] = set()
+        while (index := self._pick(tried)) is not None:
+            tried.add(index)
+            try:
+                return await self.links[index].ensure(principal, headers)
+            except Failure as failure:
+                if not counts_against(failure):
+                    raise
+                self.health[index].failed(self._clock(), failure.message, at_once=True)
+        raise self.down()
+
+    # ------------------------------------------------------ active checks
+
+    def start(self) -> None:
+        """Check every target every ``check_every`` seconds (needs a running loop)."""
+        if self._checker is None:
+            self._checker = asyncio.get_running_loop().create_task(self._checks())
+
+    async def _checks(self) -> None:
+        while True:
+            await self.check_all()
+            await asyncio.sleep(self.check_every)
+
+    async def check_all(self) -> None:
+        await asyncio.gather(*(self.check(i) for i in range(len(self.links))))
+
+    async def check(self, index: int) -> None:
+        """One active check: the target is reachable and speaks the route's era."""
+        health, link = self.health[index], self.links[index]
+        if health.state is State.OUT and self._clock() < health.until:
+            return  # its back-off runs: tried once it has passed
+        problem = await self._problem(link)
+        now = self._clock()
+        if problem is None:
+            health.succeeded(now)
+        elif health.state is not State.OUT:
+            health.failed(now, problem, at_once=True)
+            log.warning(
+                "upstream target ejected",
+                route=self.settings.route,
+                target=self.name(index),
+                reason=problem,
+                retry_in=health.retry_after(now),
+            )
+        else:
+            health.failed(now, problem, at_once=True)  # still down: out for longer
+
+    async def _problem(self, link: UpstreamLink) -> str | None:
+        try:
+            if link.verdict is None:
+                await asyncio.wait_for(link.ensure("anonymous", {}), self.check_within)
+            elif link.settings.command is None:
+                await asyncio.wait_for(_connectable(link.settings.url), self.check_within)
+        except Failure as failure:
+            if failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
+                return None  # it answers; it wants the client's credentials
+            return failure.message
+        except (TimeoutError, OSError) as exc:
+            return str(exc) or type(exc).__name__
+        first, own = self.verdict, link.verdict
+        if (
+            first is not None
+            and own is not None
+            and (first.adapter.has_handshake != own.adapter.has_handshake)
+        ):
+            return "it speaks another protocol era than the route's other targets"
+        return None
+
+    # ------------------------------------------------------ for operators
+
+    def name(self, index: int) -> str:
+        settings = self.links[index].settings
+        if settings.command is not None:
+            return f"instance {index + 1}"
+        parts = urlsplit(settings.url)
+        return f"{parts.scheme}://{parts.hostname}:{parts.port or ''}{parts.path}"
+
+    def states(self) -> list[dict[str, Any]]:
+        now = self._clock()
+        rows = []
+        for index, health in enumerate(self.health):
+            health.usable(now)
+            row: dict[str, Any] = {
+                "target": self.name(index),
+                "state": health.state.value,
+                "in_flight": self.outstanding[index],
+                "ejections": health.ejected_total,
+            }
+            if health.state is State.OUT:
+                row["retry_in"] = health.retry_after(now)
+                row["reason"] = health.reason
+            rows.append(row)
+        return rows
+
+    def pool_counts(self) -> tuple[int, int]:
+        counts = [link.pool_counts() for link in self.links]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def session_count(self) -> int:
+        return sum(link.session_count() for link in self.links)
+
+    def tool_index_restarts(self) -> int:
+        return sum(link.tool_index_restarts() for link in self.links)
+
+    async def close(self) -> None:
+        if self._checker is not None:
+            self._checker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checker
+        await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
+
+
+async def _connectable(url: str) -> None:
+    """A TCP connection to the URL's host and port can be made now."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    _, writer = await asyncio.open_connection(parts.hostname, port)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()

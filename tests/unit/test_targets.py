@@ -1,0 +1,129 @@
+"""gateway/upstream/targets.py: which target a call goes to (fake links, a fake clock)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gateway.core import (
+    Call,
+    ClientContext,
+    Downstream,
+    Exchange,
+    Failure,
+    FailureKind,
+    Operation,
+    Outcome,
+    ServerProfile,
+    Value,
+)
+from gateway.upstream.carriers.base import UNREACHED
+from gateway.upstream.settings import UpstreamSettings
+from gateway.upstream.targets import Targets
+
+
+@dataclass
+class _Adapter:
+    has_handshake: bool = True
+
+
+@dataclass
+class _Verdict:
+    adapter: _Adapter = field(default_factory=_Adapter)
+
+
+class FakeLink:
+    def __init__(self, name: str, outcome: Outcome | None = None) -> None:
+        self.settings = UpstreamSettings(f"http://{name}:1/mcp", route="/mcp")
+        self.verdict = _Verdict()
+        self.outcome = outcome or Value({"content": [], "served_by": name})
+        self.calls: list[str] = []
+        self.opened: list[str] = []
+
+    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
+        self.calls.append(call.method)
+        return self.outcome
+
+    async def open(self, exchange: Exchange) -> Failure | None:
+        assert exchange.downstream is not None
+        self.opened.append(exchange.downstream.key)
+        return None
+
+
+def make(*links: FakeLink, now: list[float] | None = None) -> Targets:
+    clock = now or [0.0]
+    return Targets(list(links), clock=lambda: clock[0])  # type: ignore[arg-type]
+
+
+def call(method: str = "tools/call", **params: Any) -> Call:
+    op = Operation.for_method(method)
+    return Call(1, op, method, {"name": "echo", **params}, ClientContext("2026-07-28"))
+
+
+def exchange(session: str | None = None) -> Exchange:
+    async def _ignore(_: Any) -> None:
+        return None
+
+    downstream = Downstream(session, None, _ignore) if session is not None else None
+    return Exchange(call(), "/mcp", ServerProfile(), downstream=downstream)
+
+
+async def test_a_call_that_never_left_goes_to_the_next_target() -> None:
+    refused = Failure(FailureKind.UPSTREAM_UNAVAILABLE, "refused", UNREACHED)
+    a, b = FakeLink("a", refused), FakeLink("b")
+    targets = make(a, b)
+    outcomes = [await targets.handle(call(), exchange()) for _ in range(4)]
+    assert all(isinstance(o, Value) for o in outcomes)
+    assert len(b.calls) == 4 and targets.retried_unreached >= 1
+    assert [row["state"] for row in targets.states()] == ["ejected", "up"]
+
+
+async def test_a_call_that_may_have_reached_its_target_is_not_sent_again() -> None:
+    reset = Failure(FailureKind.UPSTREAM_UNAVAILABLE, "reset mid-answer")
+    a, b = FakeLink("a", reset), FakeLink("b", reset)
+    targets = make(a, b)
+    outcome = await targets.handle(call(), exchange())
+    assert outcome is reset and len(a.calls) + len(b.calls) == 1
+
+
+async def test_a_session_is_pinned_to_the_target_it_opened_on() -> None:
+    a, b = FakeLink("a"), FakeLink("b")
+    targets = make(a, b)
+    assert await targets.open(exchange("s1")) is None
+    where = a if a.opened else b
+    for _ in range(5):
+        await targets.handle(call(), exchange("s1"))
+    assert len(where.calls) == 5
+
+
+async def test_an_upstream_task_is_asked_where_it_was_made() -> None:
+    made = Value({"task": {"taskId": "t-1", "status": "working"}})
+    a, b = FakeLink("a", made), FakeLink("b", made)
+    for link in (a, b):
+        link.verdict.adapter.has_handshake = False
+    targets = make(a, b)
+    await targets.handle(call(), exchange())
+    maker = a if a.calls else b
+    for _ in range(4):
+        await targets.handle(call("tasks/get", taskId="t-1"), exchange())
+    assert maker.calls.count("tasks/get") == 4
+
+
+async def test_every_target_out_is_said_at_once_with_when_to_try_again() -> None:
+    down = Failure(FailureKind.UPSTREAM_TIMEOUT, "slow")
+    now = [10.0]
+    targets = make(FakeLink("a", down), FakeLink("b", down), now=now)
+    for _ in range(6):
+        await targets.handle(call(), exchange())
+    outcome = await targets.handle(call(), exchange())
+    assert isinstance(outcome, Failure) and outcome.kind is FailureKind.UPSTREAM_DOWN
+    assert outcome.headers["Retry-After"] == "2"
+    now[0] = 12.5  # past the back-off: each is on trial
+    assert isinstance(await targets.handle(call(), exchange()), Failure)
+
+
+def test_one_target_is_not_a_target_set() -> None:
+    with pytest.raises(ValueError):
+        make(FakeLink("a"))
