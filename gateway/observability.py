@@ -294,7 +294,8 @@ class _LaneGauges(Collector):
 
 
 def _target_gauges(routes: Iterable[Route]) -> Iterator[Metric]:
-    """Each target of a route with several: whether it takes calls, its ejections."""
+    """Each target of a route with several: whether it takes calls, its ejections; and
+    each route's calls sent again."""
     up = GaugeMetricFamily(
         "gateway_upstream_target_up",
         "1 while a target of a route with several upstreams takes calls, 0 while ejected.",
@@ -305,14 +306,23 @@ def _target_gauges(routes: Iterable[Route]) -> Iterator[Metric]:
         "Times a target was ejected after failing (or failing a check).",
         labels=["route", "target"],
     )
+    retries = CounterMetricFamily(
+        "gateway_upstream_retries",
+        "Upstream calls sent once more after a failure, by why: never_sent (no connection "
+        "was made), read_only_method, safe_tool (its readOnlyHint or idempotentHint).",
+        labels=["route", "why"],
+    )
     for route in routes:
         targets = route.backend.targets
         for row in targets.states() if targets is not None else []:
             labels = [route.path, row["target"]]
             up.add_metric(labels, 0 if row["state"] == "ejected" else 1)
             ejections.add_metric(labels, row["ejections"])
+        for why, count in route.backend.upstream_retries().items():
+            retries.add_metric([route.path, why], count)
     yield up
     yield ejections
+    yield retries
 
 
 def _parked(route: Route) -> int:

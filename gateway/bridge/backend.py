@@ -130,6 +130,10 @@ class Backend:
     def tool_index_restarts(self) -> int:
         return (self.targets or self.link).tool_index_restarts()
 
+    def upstream_retries(self) -> dict[str, int]:
+        """Calls sent once more after a failure, by why (gateway/upstream/retry.py)."""
+        return dict((self.targets or self.link).retries)
+
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a
         stdio upstream: its command can still be spawned).  With several targets:

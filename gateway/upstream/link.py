@@ -38,6 +38,7 @@ from gateway.core import (
     Value,
 )
 from gateway.protocol import Adapter, AdapterSet
+from gateway.upstream import retry
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
@@ -45,6 +46,7 @@ from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.open_session import OWN_KEY, UpstreamSession
 from gateway.upstream.probe import EraProbe, Verdict
+from gateway.upstream.retry import AskWatch
 from gateway.upstream.roots import (
     NO_ROOTS,
     ROOTED,
@@ -106,6 +108,10 @@ class UpstreamLink:
             )
         self.verdict: Verdict | None = None
         self.stateless = False
+        # Calls sent once more after a failure, by why (upstream/retry.py); off for a
+        # link that is one target of several (the targets send it to another).
+        self.retrying = True
+        self.retries: dict[str, int] = {}
         # Told whenever the verdict changes (the backend drops the profile it cached).
         self.verdict_changed: Callable[[], None] | None = None
         # Pool digests by revision and declared capabilities (bounded: clients choose them).
@@ -330,7 +336,34 @@ class UpstreamLink:
     # ------------------------------------------------------------ running calls
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
-        """Run one call upstream, in the upstream's revision; events go to ``exchange``."""
+        """Run one call upstream, in the upstream's revision; events go to ``exchange``.
+        A failed call is sent once more where that cannot harm (upstream/retry.py);
+        a link that is one of a route's targets leaves that to the targets."""
+        if not self.retrying:
+            return await self._handle_once(call, exchange)
+        safe = self.tool_is_safe(exchange.principal, call)
+        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
+        outcome = await self._handle_once(call, watch.exchange if watch else exchange)
+        if not isinstance(outcome, Failure):
+            return outcome
+        why = retry.send_again(call, outcome, tool_is_safe=safe, asked=bool(watch and watch.asked))
+        if why is None:
+            return outcome
+        self.note_retry(call, why)
+        return await self._handle_once(call, exchange)
+
+    def tool_is_safe(self, principal: str, call: Call) -> bool:
+        """The tool a tools/call names says running it twice does no harm (as the list
+        this principal read said)."""
+        name = call.params.get("name") if call.operation is Operation.TOOLS_CALL else None
+        facts = self._tools.known(principal, name) if isinstance(name, str) else None
+        return facts is not None and facts.safe
+
+    def note_retry(self, call: Call, why: str) -> None:
+        self.retries[why] = self.retries.get(why, 0) + 1
+        log.info("upstream call sent again", route=self.settings.route, method=call.method, why=why)
+
+    async def _handle_once(self, call: Call, exchange: Exchange) -> Outcome:
         try:
             verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         except Failure as failure:

@@ -10,7 +10,8 @@ with the target that made it).  Each target's :class:`Health` decides whether it
 take calls; when none may, a call is answered at once (``UPSTREAM_DOWN``, with when
 to try again) instead of waiting out its timeout.  A call whose request never left
 the gateway (no connection could be made) goes to the next target: it cannot have
-run.  Retrying anything that may have reached a server is not this module's.
+run; one that may have reached a server goes to another target once, only where
+upstream/retry.py says running it twice cannot harm.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from urllib.parse import urlsplit
 import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
-from gateway.upstream.carriers.base import UNREACHED
+from gateway.upstream import retry
 from gateway.upstream.health import Health, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
+from gateway.upstream.retry import AskWatch
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +62,8 @@ class Targets:
         if len(links) < 2:
             raise ValueError("Targets are for a route with several upstreams")
         self.links = links
+        for link in links:
+            link.retrying = False  # sent again here, to another target where it can be
         self.health = [Health() for _ in links]
         self.outstanding = [0] * len(links)
         self.check_every, self.check_within = check_every, check_within
@@ -68,7 +72,6 @@ class Targets:
         self._tasks: OrderedDict[str, int] = OrderedDict()
         self._turn = 0  # ties go round
         self._checker: asyncio.Task[None] | None = None
-        self.retried_unreached = 0
 
     # ------------------------------------------------ what the bridge reads
 
@@ -127,19 +130,39 @@ class Targets:
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         held = self._held(call, exchange)
         if held is not None:
-            return await self._on(held, call, exchange)
+            return await self._sent(held, call, exchange)
         if exchange.downstream is not None and not self.stateless:
             return self.down()  # a new session's call, and no target to open it on
+        safe = self.links[0].tool_is_safe(exchange.principal, call)
+        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
         tried: set[int] = set()
         outcome: Outcome = self.down()
+        again = True  # one more after a failure that may have reached a server
         while (index := self._pick(tried)) is not None:
             tried.add(index)
-            outcome = await self._on(index, call, exchange)
-            if not (isinstance(outcome, Failure) and outcome.data == UNREACHED):
+            outcome = await self._on(index, call, watch.exchange if watch else exchange)
+            if not isinstance(outcome, Failure):
                 break
-            self.retried_unreached += 1  # never left the gateway: another may take it
-            log.info("call sent to another target", route=self.settings.route, unreached=index)
+            asked = bool(watch and watch.asked)
+            why = retry.send_again(call, outcome, tool_is_safe=safe, asked=asked)
+            if why is None or (why != retry.NEVER_SENT and not again):
+                break
+            again = again and why == retry.NEVER_SENT
+            self.links[index].note_retry(call, why)  # to the next usable target
         self._remember_task(index if tried else None, outcome)
+        return outcome
+
+    async def _sent(self, index: int, call: Call, exchange: Exchange) -> Outcome:
+        """A call that must go to one target: sent once more there where that is safe."""
+        safe = self.links[index].tool_is_safe(exchange.principal, call)
+        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
+        outcome = await self._on(index, call, watch.exchange if watch else exchange)
+        if isinstance(outcome, Failure):
+            asked = bool(watch and watch.asked)
+            why = retry.send_again(call, outcome, tool_is_safe=safe, asked=asked)
+            if why is not None:
+                self.links[index].note_retry(call, why)
+                outcome = await self._on(index, call, exchange)
         return outcome
 
     async def _on(self, index: int, call: Call, exchange: Exchange) -> Outcome:
@@ -326,6 +349,14 @@ class Targets:
 
     def tool_index_restarts(self) -> int:
         return sum(link.tool_index_restarts() for link in self.links)
+
+    @property
+    def retries(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for link in self.links:
+            for why, count in link.retries.items():
+                total[why] = total.get(why, 0) + count
+        return total
 
     async def close(self) -> None:
         if self._checker is not None:

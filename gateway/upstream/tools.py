@@ -31,6 +31,7 @@ import structlog
 from gateway.core import Call, Operation, Outcome, Value
 from gateway.protocol import Adapter
 from gateway.upstream.calls import read_pages
+from gateway.upstream.retry import safe_tool
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +60,9 @@ class ToolFacts:
     # The header parameters the tool declares, which a stateless client's call must
     # mirror (checked on the way in; empty: none, or annotations that break the rules).
     declared: Paths
+    # Its annotations say running it twice does no harm (readOnlyHint, idempotentHint):
+    # a failed call may be sent again (upstream/retry.py).
+    safe: bool = False
 
 
 # Every listed tool that says nothing of headers or tasks.
@@ -131,9 +135,10 @@ class ToolIndex:
             declared = paths
         elif rules is not None and _annotated(tool):
             declared = rules.client_param_paths(tool)
-        if not (paths or task_support or declared):
+        safe = safe_tool(tool)
+        if not (paths or task_support or declared or safe):
             return PLAIN
-        return ToolFacts(paths, task_support, declared or {})
+        return ToolFacts(paths, task_support, declared or {}, safe)
 
     def _remember(self, name: str, facts: ToolFacts) -> None:
         size = _reckon(name, facts)

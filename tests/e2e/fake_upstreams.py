@@ -25,6 +25,10 @@ Then `tools/call` does whatever the behaviour says:
             answers tasks/get, tasks/result and tasks/cancel (see TASK_TOOLS);
             `confirm` (optional) is `input_required` at once, and asks its question
             (elicitation/create) on the stream of a tasks/result, then completes
+  flaky     lists `read_it` (readOnlyHint), `same_again` (idempotentHint) and `plain` (no
+            hint) besides `echo`; every run of a tool is recorded in ``runs`` (name ->
+            count) before it answers, and the first run of each tool has its answer cut
+            (an SSE response reset mid-body): it ran, and the gateway heard no answer
   notify    like ok, but declares `listChanged` (tools, prompts, resources) and
             `resources.subscribe`, records `resources/(un)subscribe`, offers the GET
             stream, and sends on it whatever the test hands to ``notify()``
@@ -51,6 +55,7 @@ from typing import Any
 from aiohttp import web
 
 BEHAVIOURS = (
+    "flaky",
     "urlreq",
     "logs",
     "ok",
@@ -123,6 +128,12 @@ ASK_CONFIRM = {
     "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
 }
 TASK_TIME = "2026-01-01T00:00:00Z"
+# The `flaky` behaviour's tools and the annotations each says.
+FLAKY_TOOLS: dict[str, dict[str, Any]] = {
+    "read_it": {"readOnlyHint": True},
+    "same_again": {"idempotentHint": True, "readOnlyHint": False},
+    "plain": {"destructiveHint": True},
+}
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
@@ -187,6 +198,7 @@ class FakeUpstream:
         self.task_params: list[dict[str, Any]] = []
         self.task_results: dict[str, dict[str, Any]] = {}
         self.task_requests: list[tuple[str, Any]] = []  # (method, taskId) of tasks/*
+        self.runs: dict[str, int] = {}  # `flaky`: tool name -> runs
 
     # ------------------------------------------------------------ lifecycle
 
@@ -437,6 +449,11 @@ class FakeUpstream:
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
             }
             tools = [tool]
+            if self.behaviour == "flaky":
+                tools += [
+                    {"name": name, "inputSchema": {"type": "object"}, "annotations": hints}
+                    for name, hints in FLAKY_TOOLS.items()
+                ]
             if self.behaviour == "ask":
                 tools += [{"name": name, "inputSchema": {"type": "object"}} for name in ASK_TOOLS]
             return web.json_response(_rpc_result(id_, {"tools": tools}))
@@ -475,6 +492,8 @@ class FakeUpstream:
             return web.Response(status=500, text=page, content_type="text/html")
         if behaviour == "ask":
             return await self._asking_call(request, id_, params)
+        if behaviour == "flaky":
+            return await self._flaky_call(request, id_, str(params.get("name")))
         if behaviour == "urlreq":
             # 2025-11-25's "URL elicitation required": the first call is refused until
             # the user has visited the page; the next one succeeds.
@@ -506,6 +525,17 @@ class FakeUpstream:
             return stream
         assert behaviour == "reset"
         _reset(request)
+        return stream
+
+    async def _flaky_call(self, request: web.Request, id_: Any, name: str) -> web.StreamResponse:
+        runs = self.runs[name] = self.runs.get(name, 0) + 1  # it ran
+        if runs > 1 or name == "echo":
+            result = {"content": [{"type": "text", "text": f"{name} ran {runs} times"}]}
+            return web.json_response(_rpc_result(id_, result))
+        stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        await stream.write(b": working\n\n")
+        _reset(request)  # the answer is lost on the way
         return stream
 
     # ----------------------------------------------------------- the `tasks` behaviour

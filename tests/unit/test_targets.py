@@ -41,6 +41,15 @@ class FakeLink:
         self.outcome = outcome or Value({"content": [], "served_by": name})
         self.calls: list[str] = []
         self.opened: list[str] = []
+        self.retrying = True
+        self.retries: dict[str, int] = {}
+        self.safe = False  # what its tools/list said of the tool
+
+    def tool_is_safe(self, principal: str, call: Call) -> bool:
+        return self.safe
+
+    def note_retry(self, call: Call, why: str) -> None:
+        self.retries[why] = self.retries.get(why, 0) + 1
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         self.calls.append(call.method)
@@ -76,7 +85,8 @@ async def test_a_call_that_never_left_goes_to_the_next_target() -> None:
     targets = make(a, b)
     outcomes = [await targets.handle(call(), exchange()) for _ in range(4)]
     assert all(isinstance(o, Value) for o in outcomes)
-    assert len(b.calls) == 4 and targets.retried_unreached >= 1
+    assert len(b.calls) == 4 and targets.retries["never_sent"] >= 1
+    assert not a.retrying and not b.retrying  # the targets send again, not each link
     assert [row["state"] for row in targets.states()] == ["ejected", "up"]
 
 
@@ -86,6 +96,18 @@ async def test_a_call_that_may_have_reached_its_target_is_not_sent_again() -> No
     targets = make(a, b)
     outcome = await targets.handle(call(), exchange())
     assert outcome is reset and len(a.calls) + len(b.calls) == 1
+
+
+async def test_a_safe_tool_or_a_read_goes_to_another_target_once() -> None:
+    reset = Failure(FailureKind.UPSTREAM_UNAVAILABLE, "reset mid-answer")
+    a, b, c = FakeLink("a", reset), FakeLink("b", reset), FakeLink("c", reset)
+    for link in (a, b, c):
+        link.safe = True
+    targets = make(a, b, c)
+    assert await targets.handle(call(), exchange()) is reset
+    assert len(a.calls) + len(b.calls) + len(c.calls) == 2  # once more, not more
+    assert await targets.handle(call("resources/read", uri="file:///x"), exchange()) is reset
+    assert targets.retries == {"safe_tool": 1, "read_only_method": 1}
 
 
 async def test_a_session_is_pinned_to_the_target_it_opened_on() -> None:
