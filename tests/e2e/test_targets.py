@@ -159,3 +159,22 @@ async def test_every_target_down_is_answered_at_once_then_taken_again(
 async def _all(http: aiohttp.ClientSession, base: str, state: str) -> bool:
     states = await target_states(http, base)
     return bool(states) and all(s == state for s in states)
+
+
+async def test_a_forgotten_pooled_session_is_opened_again_on_each_target(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Issue 40, item 6: a stateless client's pooled upstream session that the server
+    forgot (restarted, expired it: 404) is opened again without the client noticing,
+    on every target."""
+    async with targets(2) as found:
+        (a, _), (b, _) = found
+        async with running_gateway(route([a.url, b.url]), tmp_path=tmp_path) as gw:
+            for i in range(4):
+                await echo(http, gw.url(), i)
+            opened = a.initializes + b.initializes
+            a.sessions.clear()  # both servers forget every session
+            b.sessions.clear()
+            for i in range(4, 8):
+                await echo(http, gw.url(), i)  # answered: the client notices nothing
+            assert a.initializes + b.initializes > opened
