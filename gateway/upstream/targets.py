@@ -280,7 +280,8 @@ class Targets:
         problem = await self._problem(link)
         now = self._clock()
         if problem is None:
-            health.succeeded(now)
+            if health.state is not State.IN:  # re-admitted; a target that is in keeps
+                health.succeeded(now)  # the count of its calls' failures (slow, 5xx)
         elif health.state is not State.OUT:
             health.failed(now, problem, at_once=True)
             log.warning(
