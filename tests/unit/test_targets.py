@@ -149,3 +149,26 @@ async def test_every_target_out_is_said_at_once_with_when_to_try_again() -> None
 def test_one_target_is_not_a_target_set() -> None:
     with pytest.raises(ValueError):
         make(FakeLink("a"))
+
+
+async def test_a_passing_check_readmits_but_never_forgives_an_in_targets_failures() -> None:
+    """bench.faults found it: a TCP check that passes said nothing of the time-outs a
+    slow target's calls were having, and reset their count, so it was never ejected."""
+    slow = Failure(FailureKind.UPSTREAM_TIMEOUT, "slow")
+    now = [0.0]
+    a, b = FakeLink("a", slow), FakeLink("b")
+    targets = make(a, b, now=now)
+
+    async def passes(link: Any) -> str | None:
+        return None
+
+    targets._problem = passes  # type: ignore[method-assign]
+    targets.health[0].failed(0.0, "slow")
+    targets.health[0].failed(0.0, "slow")
+    await targets.check(0)
+    assert targets.health[0].failures == 2
+    targets.health[0].failed(0.0, "slow")
+    assert targets.states()[0]["state"] == "ejected"
+    now[0] = 5.0  # its back-off has passed: the check takes it back
+    await targets.check(0)
+    assert targets.states()[0]["state"] == "up"
