@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,12 +28,14 @@ from tests.e2e.fake_client import (
     call_tool_legacy,
     call_tool_modern,
     initialize,
+    modern_headers,
+    modern_request,
     open_session,
     post,
     text_of,
 )
 from tests.e2e.fake_upstreams import FakeUpstream
-from tests.e2e.gateway_proc import HeldPort
+from tests.e2e.gateway_proc import REPO, HeldPort
 from tests.e2e.test_http_faults import running_gateway
 
 # Each target is checked this often; a refused target is out after 3 failures.
@@ -39,6 +44,7 @@ CHECKS = "health_every=0.2"
 AT_ONCE = 2.0
 # Bound on waiting for a target to be seen down or back (checks, back-off of 2 s).
 WAIT = 30.0
+HANDSHAKE_ERA = ("2024-11-05", "2025-03-26", "2025-06-18", NEWEST_HANDSHAKE)
 
 
 @contextlib.asynccontextmanager
@@ -141,14 +147,15 @@ async def test_every_target_down_is_answered_at_once_then_taken_again(
             assert "every upstream of this route is down" in reply.error["message"]
             assert a.url not in reply.text and str(port_a) not in reply.text
 
-            # A handshake-era client: a JSON-RPC error at HTTP 200 (its SDKs end the whole
-            # session on a 5xx), the same code and when to try again.
-            started = time.monotonic()
-            opened = await post(http, gw.url(), initialize(1, NEWEST_HANDSHAKE), base_headers())
-            assert time.monotonic() - started < AT_ONCE
-            assert opened.status == 200, opened.text
-            assert opened.error["code"] == -32000, opened.message
-            assert opened.error["data"]["retryAfterSeconds"] >= 1
+            # Handshake-era clients: a JSON-RPC error at HTTP 200 (their SDKs end the
+            # whole session on a 5xx), the same code and when to try again.
+            for version in HANDSHAKE_ERA:
+                started = time.monotonic()
+                opened = await post(http, gw.url(), initialize(1, version), base_headers())
+                assert time.monotonic() - started < AT_ONCE
+                assert opened.status == 200, opened.text
+                assert opened.error["code"] == -32000, (version, opened.message)
+                assert opened.error["data"]["retryAfterSeconds"] >= 1
 
             await a.start(port_a)  # back on its port: re-admitted by a check
             await until(lambda: _has(http, gw.base, "up"))
@@ -178,3 +185,59 @@ async def test_a_forgotten_pooled_session_is_opened_again_on_each_target(
             for i in range(4, 8):
                 await echo(http, gw.url(), i)  # answered: the client notices nothing
             assert a.initializes + b.initializes > opened
+
+
+async def test_a_plain_tool_never_reaches_a_second_target_a_safe_one_does(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Each target cuts the answer of each tool's first run after running it: a safe
+    tool's call goes on to the other target once (where its first run is cut too: the
+    client hears the failure, and it ran once on each); a plain one ran somewhere, and
+    is never sent to a second target (the servers record every run)."""
+    async with (
+        FakeUpstream("flaky") as a,
+        FakeUpstream("flaky") as b,
+        running_gateway(route([a.url, b.url]), tmp_path=tmp_path) as gw,
+    ):
+        listed = await post(
+            http, gw.url(), modern_request(1, "tools/list"), modern_headers("tools/list")
+        )
+        assert "tools" in listed.result
+        read = await call_tool_modern(http, gw.url(), "read_it", {}, id_=2)
+        assert "error" in read.message, read.message
+        assert (a.runs.get("read_it"), b.runs.get("read_it")) == (1, 1)  # once on each
+        plain = await call_tool_modern(http, gw.url(), "plain", {}, id_=3)
+        assert "error" in plain.message, plain.message
+        assert a.runs.get("plain", 0) + b.runs.get("plain", 0) == 1
+
+
+async def test_a_sigkilled_targets_calls_go_to_the_others(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """The target is a process of its own, killed with SIGKILL between calls."""
+    process = subprocess.Popen(  # noqa: ASYNC220 (started once, before any await)
+        [sys.executable, "-m", "tests.e2e.fake_upstreams", "ok"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), WAIT)
+        doomed = ready.decode().split()[1]
+        async with (
+            FakeUpstream("ok") as other,
+            running_gateway(route([doomed, other.url]), tmp_path=tmp_path) as gw,
+        ):
+            for i in range(4):
+                await echo(http, gw.url(), i)
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=WAIT)
+            before = other.calls
+            for i in range(4, 12):
+                await echo(http, gw.url(), i)
+            assert other.calls == before + 8
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
