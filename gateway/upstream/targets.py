@@ -90,13 +90,17 @@ class Targets:
 
     # ------------------------------------------------------ choosing one
 
-    def _pick(self, skip: set[int] | frozenset[int] = frozenset()) -> int | None:
-        """The usable target with the fewest calls in flight (None: none is usable)."""
+    def _pick(
+        self, skip: set[int] | frozenset[int] = frozenset(), *, turn: bool = True
+    ) -> int | None:
+        """The usable target with the fewest calls in flight, ties going round (None:
+        none is usable); ``turn``: a call goes there (a question about it does not
+        move the turn, or every call would land where the question did)."""
         now = self._clock()
         usable = [i for i, h in enumerate(self.health) if i not in skip and h.usable(now)]
         if not usable:
             return None
-        self._turn += 1
+        self._turn += turn
         return min(usable, key=lambda i: (self.outstanding[i], (i - self._turn) % len(self.links)))
 
     def _held(self, call: Call | None, exchange: Exchange) -> int | None:
@@ -229,7 +233,7 @@ class Targets:
         """The link a call that needs one answer (a list, a scope) asks."""
         index = self._held(call, exchange)
         if index is None:
-            index = self._pick()
+            index = self._pick(turn=False)
         return self.links[index if index is not None else 0]
 
     def scope(self, exchange: Exchange) -> str:

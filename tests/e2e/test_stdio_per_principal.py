@@ -57,3 +57,22 @@ async def test_one_child_per_caller_unless_shared(tmp_path: Path, shared: bool) 
             again = await _whoami(http, gw.url("/who"), "alice")
     assert alice == again  # a caller keeps its session
     assert (alice != bob) is not shared
+
+
+async def test_instances_are_targets_each_a_child_of_its_own(tmp_path: Path) -> None:
+    """instances=N (issue 40): N children of the command as the route's targets; one
+    caller's stateless calls spread over them."""
+    script = tmp_path / "whoami.py"
+    script.write_text(SERVER)
+    command = shlex.join([sys.executable, str(script)])
+    route = f"/who=stdio:{command},version=2025-06-18,shared=true,instances=2"
+    with gateway(route, tmp_path=tmp_path) as gw:
+        async with aiohttp.ClientSession() as http:
+            pids = {await _whoami(http, gw.url("/who"), "alice") for _ in range(6)}
+            async with http.get(gw.url("/readyz")) as response:
+                ready = await response.json()
+    assert len(pids) == 2, pids
+    assert [t["target"] for t in ready["routes"]["/who"]["targets"]] == [
+        "instance 1",
+        "instance 2",
+    ]
