@@ -8,7 +8,7 @@ from __future__ import annotations
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, ClusterStore, MemoryStore, Replica
 
 __all__ = ["REDIS_SCHEMES", "ClusterStore", "MemoryStore", "Replica", "open_store"]
-# Redis (or Valkey) stores: one server, or a primary found through Sentinel.
+# Redis (or Valkey) stores: one server, a primary found through Sentinel, a cluster.
 REDIS_SCHEMES = (
     "redis://",
     "rediss://",
@@ -16,14 +16,17 @@ REDIS_SCHEMES = (
     "valkey://",
     "redis+sentinel://",
     "valkey+sentinel://",
+    "redis+cluster://",
+    "valkey+cluster://",
 )
 
 
 def open_store(
     url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
 ) -> ClusterStore:
-    """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``, or through Sentinel:
-    ``redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE[/DB]``), ``file:///DIR`` (one
+    """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``, through Sentinel:
+    ``redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE[/DB]``, or a Redis Cluster:
+    ``redis+cluster://HOST:PORT[,HOST:PORT]``), ``file:///DIR`` (one
     machine's workers) or ``memory:`` (this process only).  ``pool_size`` and
     ``pool_timeout``: a Redis store's connections (see :mod:`.redis_store`)."""
     if url.startswith(REDIS_SCHEMES):

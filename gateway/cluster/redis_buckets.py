@@ -66,9 +66,12 @@ _Waiting = tuple[Sequence[Limit], "asyncio.Future[Taken]"]
 class RedisBuckets:
     """Takes sent to Redis in batches (``prefix``: of every bucket's key)."""
 
-    def __init__(self, redis: Any, prefix: str) -> None:
+    def __init__(self, redis: Any, prefix: str, *, slotted: bool = False) -> None:
         self._script = redis.register_script(TAKE_TOKENS)
         self._prefix = prefix
+        # A Redis Cluster: each route's buckets share a hash slot, and one script run
+        # takes only one route's (a script's keys must all be in one slot).
+        self._slotted = slotted
         self._waiting: list[_Waiting] = []
         self._sending: asyncio.Task[None] | None = None
 
@@ -104,12 +107,38 @@ class RedisBuckets:
             self._waiting.clear()
 
     async def _run(self, takes: list[Sequence[Limit]]) -> list[Taken]:
+        if not self._slotted:
+            return await self._run_one(takes)
+        groups: dict[str, list[int]] = {}
+        for i, limits in enumerate(takes):
+            groups.setdefault(_route(limits), []).append(i)
+        answers: list[Taken] = [(0.0, 0)] * len(takes)
+        ran = await asyncio.gather(
+            *(self._run_one([takes[i] for i in indexes]) for indexes in groups.values())
+        )
+        for indexes, taken in zip(groups.values(), ran, strict=True):
+            for i, answer in zip(indexes, taken, strict=True):
+                answers[i] = answer
+        return answers
+
+    def _key(self, key: str) -> str:
+        if not self._slotted:
+            return self._prefix + key
+        route, _, rest = key.partition(":")  # the route's digest, then the bucket
+        return f"{self._prefix}{{{route}}}:{rest}"
+
+    async def _run_one(self, takes: list[Sequence[Limit]]) -> list[Taken]:
         keys: list[str] = []
         args: list[float | int] = [len(takes)]
         for limits in takes:
             args.append(len(limits))
             for key, rate in limits:
-                keys.append(self._prefix + key)
+                keys.append(self._key(key))
                 args += [rate.per_second, rate.burst]
         flat = await self._script(keys=keys, args=args)
         return [(float(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+
+def _route(limits: Sequence[Limit]) -> str:
+    """The route a take's buckets belong to (every key starts with its digest)."""
+    return limits[0][0].partition(":")[0] if limits else ""

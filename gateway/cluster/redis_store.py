@@ -19,6 +19,8 @@ import orjson
 import redis.asyncio as aioredis
 
 from gateway.cluster.redis_buckets import RedisBuckets
+from gateway.cluster.redis_cluster import SCHEMES as CLUSTER_SCHEMES
+from gateway.cluster.redis_cluster import cluster_client
 from gateway.cluster.redis_sentinel import SCHEMES as SENTINEL_SCHEMES
 from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
@@ -31,7 +33,8 @@ SOCKET_TIMEOUT = 5.0
 
 
 class RedisStore:
-    """Keys: ``gw:replica:<id>`` (expiring: the heartbeat), ``gw:used:<digest>``
+    """Keys: ``gw:replica:<id>`` (expiring: the heartbeat; on a Redis Cluster
+    ``gw:{replicas}:<id>``, one slot for all), ``gw:used:<digest>``
     (SET NX with the state's lifetime), ``gw:verdict:<route>``,
     ``gw:result:<route digest>:<call digest>`` (expiring with the result's ttlMs),
     ``gw:rate:<route digest>:<p|t>:<caller digest>`` (a token bucket: a hash of its
@@ -41,8 +44,13 @@ class RedisStore:
         self, url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
     ) -> None:
         self.url = url
-        if url.startswith(SENTINEL_SCHEMES):
-            self._redis: Any = sentinel_client(url, pool_size, pool_timeout, SOCKET_TIMEOUT)
+        # On a Redis Cluster the registrations share one hash slot (read together).
+        slotted = url.startswith(CLUSTER_SCHEMES)
+        self._replicas = f"{PREFIX}{{replicas}}:" if slotted else f"{PREFIX}replica:"
+        if slotted:
+            self._redis: Any = cluster_client(url, pool_size, SOCKET_TIMEOUT)
+        elif url.startswith(SENTINEL_SCHEMES):
+            self._redis = sentinel_client(url, pool_size, pool_timeout, SOCKET_TIMEOUT)
         else:
             pool = aioredis.BlockingConnectionPool.from_url(
                 url,
@@ -52,23 +60,23 @@ class RedisStore:
                 socket_timeout=SOCKET_TIMEOUT,
             )
             self._redis = aioredis.Redis.from_pool(pool)
-        self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:")
+        self._buckets = RedisBuckets(self._redis, f"{PREFIX}rate:", slotted=slotted)
 
     async def ping(self) -> None:
         await self._redis.ping()
 
     async def register(self, replica: Replica, ttl: float) -> None:
-        await self._redis.set(f"{PREFIX}replica:{replica.id}", replica.dump(), px=_ms(ttl))
+        await self._redis.set(self._replicas + replica.id, replica.dump(), px=_ms(ttl))
 
     async def deregister(self, replica_id: str) -> None:
-        await self._redis.delete(f"{PREFIX}replica:{replica_id}")
+        await self._redis.delete(self._replicas + replica_id)
 
     async def replica(self, replica_id: str) -> Replica | None:
-        raw = await self._redis.get(f"{PREFIX}replica:{replica_id}")
+        raw = await self._redis.get(self._replicas + replica_id)
         return None if raw is None else Replica.load(raw)
 
     async def replicas(self) -> list[Replica]:
-        keys = [key async for key in self._redis.scan_iter(match=f"{PREFIX}replica:*")]
+        keys = [key async for key in self._redis.scan_iter(match=self._replicas + "*")]
         if not keys:
             return []
         found = [Replica.load(raw) for raw in await self._redis.mget(keys) if raw is not None]

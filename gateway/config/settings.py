@@ -510,11 +510,12 @@ class Settings(BaseSettings):
     @classmethod
     def _cluster(cls, value: str | None) -> str | None:
         redis = ("redis://", "rediss://", "unix://", "valkey://")
-        schemes = (*redis, "redis+sentinel://", "valkey+sentinel://", "file://")
+        sentinel = ("redis+sentinel://", "valkey+sentinel://")
+        schemes = (*redis, *sentinel, "redis+cluster://", "valkey+cluster://", "file://")
         if value is not None and not value.startswith(schemes) and value != "memory:":
             raise ValueError(
-                "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE "
-                "(or file:///DIR on one machine)"
+                "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE, "
+                "redis+cluster://HOST:PORT[,HOST:PORT] (or file:///DIR on one machine)"
             )
         return value
 

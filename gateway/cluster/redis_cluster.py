@@ -1,0 +1,57 @@
+"""A store on a Redis Cluster (or Valkey's): ``redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]``.
+
+The nodes given are where the client starts: it learns the cluster's slots from any
+of them and follows MOVED/ASK redirections and failovers itself (redis-py's
+``RedisCluster``).  Keys that one command needs together share a hash slot (a hash
+tag, the part in ``{}``): every replica's registration (one SCAN and MGET reads them
+all), and every rate-limit bucket of one route (one Lua script takes a call's tokens
+from all its buckets at once).  The other keys stand alone and spread over the
+cluster's slots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+SCHEMES = ("redis+cluster://", "valkey+cluster://")
+
+
+@dataclass(frozen=True)
+class ClusterUrl:
+    nodes: tuple[tuple[str, int], ...]
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> ClusterUrl:
+        scheme = next((s for s in SCHEMES if url.startswith(s)), None)
+        if scheme is None:
+            raise ValueError(f"not a Redis Cluster URL: {url!r}")
+        rest = url[len(scheme) :].split("/", 1)[0]
+        password = None
+        if "@" in rest:
+            secret, rest = rest.rsplit("@", 1)
+            password = unquote(secret.split(":", 1)[-1]) or None
+        nodes = []
+        for part in rest.split(","):
+            host, _, port = part.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"a Redis Cluster node is HOST:PORT, not {part!r}")
+            nodes.append((host.strip("[]"), int(port)))
+        return cls(tuple(nodes), password)
+
+
+def cluster_client(url: str, pool_size: int, socket_timeout: float) -> Any:
+    """The client of the cluster ``url`` names (no I/O until the first command);
+    ``pool_size`` connections to each node at most."""
+    parsed = ClusterUrl.parse(url)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes],
+        password=parsed.password,
+        max_connections=pool_size,
+        socket_connect_timeout=socket_timeout,
+        socket_timeout=socket_timeout,
+    )
