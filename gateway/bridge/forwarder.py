@@ -133,7 +133,7 @@ class Forwarder:
             else None
         )
         # Extension tasks of clients that declare them, run as the upstream's core tasks.
-        self.tasks = TaskBridge(upstream, self.adapters)
+        self.tasks = TaskBridge(upstream, self.adapters, owner=self.sealer.owner)
         # Public list results shared by a cluster's replicas (None: not in a cluster).
         self.shared: SharedResults | None = None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -53,6 +54,12 @@ INPUT_WAIT = 2.0
 # route, may have at once: tasks awaiting input beyond these are refused on `tasks/get`.
 HELD_PER_PRINCIPAL = 32
 HELD_TOTAL = 1_000
+# Tasks whose maker this replica remembers (then the oldest are forgotten).
+MAX_MAKERS = 10_000
+# In a cluster, the task ids a client sees name the replica that holds the task:
+# ``gwtask.<replica id>.<the upstream's id>``, so that any replica relays its
+# `tasks/*` there (gateway/cluster/owner.py), as session ids and requestState do.
+TASK_MARK = "gwtask."
 
 
 class _Verdict(Protocol):
@@ -94,9 +101,15 @@ class _Inputs:
 class TaskBridge:
     """Extension tasks for one route, run as the upstream's core tasks."""
 
-    def __init__(self, upstream: object, adapters: AdapterSet | None = None) -> None:
+    def __init__(
+        self, upstream: object, adapters: AdapterSet | None = None, owner: str | None = None
+    ) -> None:
         self.upstream = upstream if isinstance(upstream, TaskUpstream) else None
         self.adapters = adapters or AdapterSet.default()
+        self._mark = f"{TASK_MARK}{owner}." if owner else ""
+        # Who made each task run here (the upstream's id -> principal), bounded: a
+        # task id another principal sends is not theirs, whatever the upstream says.
+        self._makers: OrderedDict[str, str] = OrderedDict()
         # Held `tasks/result` calls, by (principal, task id), and how many each holds.
         self._inputs: dict[tuple[str, str], _Inputs] = {}
         self.held = Quota("tasks awaiting input", HELD_PER_PRINCIPAL, HELD_TOTAL)
@@ -140,12 +153,43 @@ class TaskBridge:
         if isinstance(outcome, Value):
             task = speaks.client_read_created_task(outcome.result)
             if task is not None:
-                return Value(client.task_result(task))
+                self._makers[task.id] = exchange.principal
+                while len(self._makers) > MAX_MAKERS:
+                    self._makers.popitem(last=False)
+                return Value(client.task_result(self._outward(task)))
         return outcome
+
+    def _outward(self, task: Task) -> Task:
+        """The task as its client sees it: in a cluster, its id names this replica."""
+        return replace(task, id=self._mark + task.id) if self._mark else task
+
+    def _refused(self, call: Call, exchange: Exchange) -> Failure | None:
+        """A task this caller may not ask about: another principal's, or one whose
+        replica is gone."""
+        maker = self._makers.get(str(self._task_id(call)))
+        if maker is not None and maker != exchange.principal:
+            return Failure(FailureKind.INVALID_PARAMS, "no such task")
+        return self._gone(call)
+
+    def _gone(self, call: Call) -> Failure | None:
+        """A task id that names another replica reached this one: that replica is gone
+        (else the request was relayed to it), and its tasks ended with it."""
+        task_id = self._client_task_id(call)
+        if not self._mark or not isinstance(task_id, str) or not task_id.startswith(TASK_MARK):
+            return None
+        if task_id.startswith(self._mark):
+            return None
+        return Failure(
+            FailureKind.INVALID_PARAMS,
+            "this task ended: the gateway replica that ran it has stopped; call the tool again",
+        )
 
     async def get(self, call: Call, exchange: Exchange) -> Outcome:
         speaks, client = self._speaks(), self._client(call)
         assert speaks is not None and client is not None
+        refused = self._refused(call, exchange)
+        if refused is not None:
+            return refused
         outcome = await self._upstream(call, exchange, Operation.TASKS_GET)
         if not isinstance(outcome, Value):
             return outcome
@@ -160,10 +204,13 @@ class TaskBridge:
             requests = await self._input_requests(call, exchange, task)
         if isinstance(requests, Failure):
             return requests
-        return Value(client.detailed_task_result(task, final, requests))
+        return Value(client.detailed_task_result(self._outward(task), final, requests))
 
     async def update(self, call: Call, exchange: Exchange) -> Outcome:
         """Answers to a task's input requests, for the held `tasks/result` to relay."""
+        refused = self._refused(call, exchange)
+        if refused is not None:
+            return refused
         task_id = self._task_id(call)
         inputs = self._inputs.get((exchange.principal, str(task_id)))
         if inputs is None:
@@ -172,6 +219,9 @@ class TaskBridge:
         return Value({})
 
     async def cancel(self, call: Call, exchange: Exchange) -> Outcome:
+        refused = self._refused(call, exchange)
+        if refused is not None:
+            return refused
         outcome = await self._upstream(call, exchange, Operation.TASKS_CANCEL)
         if isinstance(outcome, Value):
             key = (exchange.principal, str(self._task_id(call)))
@@ -183,9 +233,16 @@ class TaskBridge:
             return Value({})
         return outcome
 
-    def _task_id(self, call: Call) -> Any:
+    def _client_task_id(self, call: Call) -> Any:
         client = self._client(call)
         return client.task_id(call.params) if client is not None else None
+
+    def _task_id(self, call: Call) -> Any:
+        """The upstream's id of the task the client names (this replica's mark off)."""
+        task_id = self._client_task_id(call)
+        if self._mark and isinstance(task_id, str) and task_id.startswith(self._mark):
+            return task_id[len(self._mark) :]
+        return task_id
 
     async def close(self) -> None:
         runners = [i.runner for i in self._inputs.values() if i.runner is not None]

@@ -28,7 +28,7 @@ from aiohttp.streams import StreamReader
 
 from gateway.bridge.state import StateSealer
 from gateway.cluster.lookups import OwnerLookups
-from gateway.cluster.owner import parked_owner, session_owner, session_prefix
+from gateway.cluster.owner import parked_owner, session_owner, session_prefix, task_owner
 from gateway.cluster.relay import RELAY_HEADER, Relay, Unreached, relay_key, verify
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
@@ -259,7 +259,11 @@ class ClusterNode:
             return True
         if RELAY_HEADER.lower() in headers:
             return False
-        owner = session_owner(headers.get("mcp-session-id")) or parked_owner(body, entry.sealer)
+        owner = (
+            session_owner(headers.get("mcp-session-id"))
+            or parked_owner(body, entry.sealer)
+            or task_owner(body)
+        )
         return owner == self.id if owner is not None else not self.draining
 
     async def _here(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -275,7 +279,7 @@ class ClusterNode:
         if request.method == "POST" and (owner is None or owner != self.id):
             body = await _take_body(request, entry.max_body)
             if owner is None:
-                owner = parked_owner(body, entry.sealer)
+                owner = parked_owner(body, entry.sealer) or task_owner(body)
         return owner, body
 
     async def _target(self, owner: str | None) -> Replica | Failure | None:

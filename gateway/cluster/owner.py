@@ -2,7 +2,8 @@
 
 A session id minted in cluster mode is ``<replica id>.<random>`` (the random
 part never holds a dot); a parked call's ``requestState`` carries the owner as
-a sealed claim (``o``).  Nothing else needs a lookup table.
+a sealed claim (``o``); a task the gateway runs for a client has the id
+``gwtask.<replica id>.<upstream id>``.  Nothing else needs a lookup table.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.bridge.state import StateSealer
+from gateway.bridge.tasks import TASK_MARK
 
 SEPARATOR = "."
 # The sealed-state kind of a call parked on its replica (see the forwarder).
@@ -59,4 +61,21 @@ def parked_owner(raw: bytes, sealer: StateSealer) -> str | None:
             if claims is not None and claims.get("k") == PARKED:
                 owner = claims.get("o")
                 return owner if isinstance(owner, str) else None
+    return None
+
+
+def task_owner(raw: bytes) -> str | None:
+    """The replica holding the task a POST body's ``tasks/*`` names, if it names one."""
+    if TASK_MARK.encode() not in raw:
+        return None  # the common case: no parsing
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    for message in body if isinstance(body, list) else [body]:
+        params = message.get("params") if isinstance(message, dict) else None
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if isinstance(task_id, str) and task_id.startswith(TASK_MARK):
+            owner = task_id[len(TASK_MARK) :].split(SEPARATOR, 1)[0]
+            return owner or None
     return None

@@ -97,3 +97,14 @@ async def test_the_memory_ledger_is_bounded_and_refuses_rather_than_forgets(
     assert not await memory.use_once("a", 30)  # still spent
     memory._used = {k: 0.0 for k in memory._used}  # all three expired
     assert await memory.use_once("d", 30)
+
+
+def test_task_ids_name_their_owner() -> None:
+    from gateway.cluster.owner import task_owner
+
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"gwtask.r1.up.7"}}'
+    assert task_owner(body) == "r1"
+    assert task_owner(b'{"method":"tasks/get","params":{"taskId":"task-1"}}') is None
+    assert task_owner(b'[{"params":{"taskId":"gwtask.r2.x"}}]') == "r2"
+    assert task_owner(b'{"params":{"taskId":"gwtask."}}') is None  # garbled: nobody's
+    assert task_owner(b"gwtask. not JSON") is None
