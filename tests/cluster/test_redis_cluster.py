@@ -127,7 +127,11 @@ def replicas(
         wait_port(demo_port, 10.0, demo)
         upstream = f"http://127.0.0.1:{demo_port}/mcp"
         found = Cluster(tmp, url_of(redis_cluster), upstream, lb_port)
-        found.routes = [f"/mcp={upstream}", f"/limited={upstream},rate=2/s,burst=3"]
+        found.routes = [
+            f"/mcp={upstream}",
+            f"/limited={upstream},rate=2/s,burst=3",
+            f"/shared={upstream},ttl_ms=600000,cache_scope=public",
+        ]
         with replicas_behind_nginx(found, nginx):
             yield found
 
@@ -164,3 +168,22 @@ async def test_rounds_sessions_and_limits_hold_across_replicas(
         status, _, _ = await post_json(http, limited, body, headers)
         answered += status == 200
     assert 3 <= answered <= 6, answered
+
+    shared = replicas.url.replace("/mcp", "/shared")
+    lists = []
+    for i in range(3):  # through each replica in turn: one fetched, shared with the rest
+        body = modern_request(i, "tools/list")
+        status, listed, _ = await post_json(http, shared, body, modern_headers("tools/list"))
+        assert status == 200, listed
+        lists.append(listed["result"]["tools"])
+    assert lists[0] == lists[1] == lists[2]
+    store = RedisCluster(host="127.0.0.1", port=replicas_ports(replicas))
+    try:
+        assert [key async for key in store.scan_iter(match="gw:result:*")], "nothing shared"
+    finally:
+        await store.aclose()
+
+
+def replicas_ports(replicas: Cluster) -> int:
+    """A node of the cluster the replicas use (the first of their URL's)."""
+    return int(replicas.redis_url.removeprefix("redis+cluster://").split(",")[0].split(":")[1])
