@@ -5,16 +5,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from gateway.core import AskKind, Operation
-from gateway.protocol import legacy_tables
-from gateway.protocol.adapter import Adapter
+from gateway.protocol.adapter.handshake import HandshakeEra
 
 
-class Adapter2024_11_05(Adapter):
+class Adapter2024_11_05(HandshakeEra):
     version = "2024-11-05"
 
-    can_ask = False
     asks_in_arguments = True
-    has_handshake = True
     allows_batch = False
 
     methods = frozenset(
@@ -70,6 +67,3 @@ class Adapter2024_11_05(Adapter):
 
     session_header: ClassVar[str | None] = None
     version_header = False
-
-    codes = legacy_tables.CODES
-    statuses = legacy_tables.STATUSES

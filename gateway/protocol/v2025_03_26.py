@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from gateway.core import ServerProfile, ToolSpec
 from gateway.protocol.v2024_11_05 import Adapter2024_11_05
 
 
@@ -19,14 +18,3 @@ class Adapter2025_03_26(Adapter2024_11_05):
     progress_message = True
     session_header: ClassVar[str | None] = "mcp-session-id"
     resumable_streams = True
-
-    def describe_tool(
-        self, spec: ToolSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        tool = super().describe_tool(spec, profile)
-        if tool is not None and "title" not in self.tool_fields and spec.title:
-            # No top-level title yet: annotations.title is where this revision shows one.
-            annotations = dict(tool.get("annotations") or {})
-            annotations.setdefault("title", spec.title)
-            tool["annotations"] = annotations
-        return tool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from gateway.core import Answer, Ask, AskKind, ServerProfile, ToolSpec
+from gateway.core import Answer, Ask, AskKind
 from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 
 
@@ -27,19 +27,6 @@ class Adapter2025_06_18(Adapter2025_03_26):
     content_meta = True
     structured_content = "object"
     version_header = True
-
-    def describe_tool(
-        self, spec: ToolSpec, profile: ServerProfile | None = None
-    ) -> dict[str, Any] | None:
-        tool = super().describe_tool(spec, profile)
-        output = tool.get("outputSchema") if tool is not None else None
-        object_rooted = isinstance(output, dict) and output.get("type") == "object"
-        # Only object-rooted output schemas exist here; others are dropped, with
-        # the matching structuredContent (which falls back to a text block).
-        drop = self.structured_content == "object" and output is not None and not object_rooted
-        if tool is not None and drop:
-            del tool["outputSchema"]
-        return tool
 
     def project_ask_params(self, ask: Ask) -> dict[str, Any]:
         params = dict(ask.params)

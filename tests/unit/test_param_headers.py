@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from gateway.core import Failure, FailureKind, Preamble
-from gateway.protocol import AdapterSet, v2026_07_28
+from gateway.protocol import AdapterSet
+from gateway.protocol.adapter import stateless
 
 MODERN = AdapterSet.default().by_version["2026-07-28"]
 LEGACY = AdapterSet.default().by_version["2025-11-25"]
@@ -60,12 +61,12 @@ def test_a_tools_header_parameters_are_worked_out_once_and_the_memo_is_bounded()
     first = MODERN.client_param_paths(listed)
     assert MODERN.client_param_paths(listed) is first  # every call of it asks again
     assert MODERN.client_param_paths(copy.deepcopy(SQL)) is not first
-    tools = [tool({"a": header(f"H{n}")}) for n in range(v2026_07_28._PATHS_KEPT + 10)]
+    tools = [tool({"a": header(f"H{n}")}) for n in range(stateless._PATHS_KEPT + 10)]
     for each in tools:
         assert MODERN.client_param_paths(each) == {
             ("a",): each["inputSchema"]["properties"]["a"]["x-mcp-header"]
         }
-        assert len(v2026_07_28._PATHS) <= v2026_07_28._PATHS_KEPT
+        assert len(stateless._PATHS) <= stateless._PATHS_KEPT
 
 
 @pytest.mark.parametrize(

@@ -67,16 +67,28 @@ def test_modern_only_codes() -> None:
         assert adapters[legacy].error_code(version) not in (-32021, -32022)
 
 
-def test_the_legacy_chain_is_several_classes_deep() -> None:
-    modern = type(AdapterSet.default().by_version["2026-07-28"])
-    names = [c.__name__ for c in modern.__mro__ if c.__name__.startswith("Adapter2")]
+def test_the_legacy_chain_is_several_classes_deep_and_the_eras_are_siblings() -> None:
+    """Each handshake-era revision subclasses the one before it (the seed's "subclass
+    the nearest revision and override what differs"); the stateless era, where nearly
+    everything differs, has a base of its own beside the handshake era's (issue 38)."""
+    from gateway.protocol.adapter.handshake import HandshakeEra
+    from gateway.protocol.adapter.stateless import StatelessEra
+
+    by_version = AdapterSet.default().by_version
+    legacy = type(by_version["2025-11-25"])
+    names = [c.__name__ for c in legacy.__mro__ if c.__name__.startswith("Adapter2")]
     assert names == [
-        "Adapter2026_07_28",
         "Adapter2025_11_25",
         "Adapter2025_06_18",
         "Adapter2025_03_26",
         "Adapter2024_11_05",
     ]
+    modern = type(by_version["2026-07-28"])
+    assert [c.__name__ for c in modern.__mro__ if c.__name__.startswith("Adapter2")] == [
+        "Adapter2026_07_28"
+    ]
+    assert issubclass(modern, StatelessEra) and not issubclass(modern, HandshakeEra)
+    assert all(issubclass(type(a), HandshakeEra) for a in AdapterSet.default().handshake)
 
 
 def test_argument_failures_are_results() -> None:

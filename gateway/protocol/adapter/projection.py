@@ -163,6 +163,20 @@ class Projection(AdapterBase):
         tool = keep(spec.wire(), KNOWN_TOOL_FIELDS, self.tool_fields)  # a fresh copy
         if profile is not None and self.asks_in_arguments and self._needs_reserved(profile):
             tool["inputSchema"] = _with_reserved_arguments(tool.get("inputSchema") or {})
+        if spec.title and "title" not in self.tool_fields and "annotations" in self.tool_fields:
+            # No top-level title yet: annotations.title is where such a revision shows one.
+            annotations = dict(tool.get("annotations") or {})
+            annotations.setdefault("title", spec.title)
+            tool["annotations"] = annotations
+        output = tool.get("outputSchema")
+        if (
+            self.structured_content == "object"
+            and output is not None
+            and not (isinstance(output, dict) and output.get("type") == "object")
+        ):
+            # Only object-rooted output schemas exist in such a revision; others are
+            # dropped, with the matching structuredContent (it falls back to text).
+            del tool["outputSchema"]
         return tool
 
     def _needs_reserved(self, profile: ServerProfile) -> bool:
