@@ -33,7 +33,7 @@ from gateway.cluster.relay import RELAY_HEADER, Relay, Unreached, relay_key, ver
 from gateway.cluster.store import ClusterStore, Replica
 from gateway.cluster.verdicts import RouteResults, VerdictShare
 from gateway.core import Failure, FailureKind
-from gateway.transport.http import OWNER_UNKNOWN
+from gateway.transport.marks import OWNER_UNKNOWN
 
 log = structlog.get_logger(__name__)
 # How long leaving waits for the heartbeat task to end once cancelled.

@@ -62,6 +62,7 @@ from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
+from gateway.transport.marks import REQUEST_ID
 from gateway.transport.page import page
 from gateway.transport.post import WholeAnswer
 from gateway.transport.request_ids import RequestIds
@@ -400,7 +401,7 @@ class Gateway:
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
         frame more on every request.  The lane does the same (:meth:`_lane_hooks`)."""
         request_id, tokens = self.request_ids.bind(request.headers)
-        request["request_id"] = request_id
+        request[REQUEST_ID] = request_id
         task = asyncio.current_task()
         tracked = request.method == "POST" and task is not None
         if tracked:
@@ -612,6 +613,6 @@ def _say_route(verdict: RouteVerdict) -> None:
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    request_id = request.get("request_id")
+    request_id = request.get(REQUEST_ID)
     if isinstance(request_id, str):
         response.headers.setdefault(REQUEST_ID_HEADER, request_id)

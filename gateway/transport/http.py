@@ -24,6 +24,7 @@ from gateway.core import MAY_ASK, Call, Failure, FailureKind, Preamble
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import is_initialize, too_large
 from gateway.transport.inbound import Arrival, Running, Send
+from gateway.transport.marks import OWNER_UNKNOWN
 from gateway.transport.page import page, wants_page
 from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.post import PostRequest, Sink, WholeAnswer
@@ -39,7 +40,6 @@ SESSION_QUERY = "sessionId"
 # The request key a middleware (a cluster's) sets when the session or parked call a
 # request names belongs to another process that could not be located: the Failure to
 # answer in the client's revision instead of "not found".
-OWNER_UNKNOWN = "owner_unknown"
 # What an HTTP+SSE client's POST gets: its answers travel on its stream.
 _ACCEPTED = WholeAnswer(202, {}, b"Accepted", "text/plain; charset=utf-8")
 

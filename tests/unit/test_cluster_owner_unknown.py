@@ -15,7 +15,7 @@ from gateway.bridge.state import StateSealer
 from gateway.cluster.node import STORE_RETRY_AFTER, ClusterNode
 from gateway.cluster.store import MemoryStore, Replica
 from gateway.core import Failure, FailureKind
-from gateway.transport.http import OWNER_UNKNOWN
+from gateway.transport.marks import OWNER_UNKNOWN
 
 KEY = b"k" * 32
 
