@@ -160,8 +160,11 @@ async def _call(http: aiohttp.ClientSession, url: str, kind: str, op: str, phase
     return Call(phase, kind, op, latency, False, clear)
 
 
+SCALE = 1.0  # the timeline's (--tiny: a quarter)
+
+
 def _phase(now: float) -> str:
-    return [label for at, label, _ in PHASES if at <= now][-1]
+    return [label for at, label, _ in PHASES if at * SCALE <= now][-1]
 
 
 async def _load(http: aiohttp.ClientSession, url: str, t0: float, calls: list[Call]) -> None:
@@ -169,7 +172,7 @@ async def _load(http: aiohttp.ClientSession, url: str, t0: float, calls: list[Ca
     kinds = itertools.cycle(KINDS)
 
     async def caller(n: int) -> None:
-        while (now := time.monotonic() - t0) < END:
+        while (now := time.monotonic() - t0) < END * SCALE:
             kind = next(kinds)
             calls.append(await _call(http, url, kind, f"c{n}-{next(ops)}", _phase(now)))
 
@@ -181,7 +184,7 @@ async def _watch(
 ) -> None:
     """Every change of a target's state as /readyz says it: (seconds, target, state)."""
     last: dict[int, str] = {}
-    while time.monotonic() - t0 < END + 5:
+    while time.monotonic() - t0 < END * SCALE + 5:
         with contextlib.suppress(aiohttp.ClientError, orjson.JSONDecodeError, KeyError):
             async with http.get(lab.base + "/readyz") as response:
                 body = orjson.loads(await response.read())
@@ -195,7 +198,7 @@ async def _watch(
 async def _drive(lab: Lab, t0: float) -> None:
     async with aiohttp.ClientSession() as control:
         for at, _, action in PHASES:
-            await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
+            await asyncio.sleep(max(0.0, t0 + at * SCALE - time.monotonic()))
             if action is None:
                 continue
             if action[0] == "kill":
@@ -312,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.faults", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="the timeline in a quarter")
     args = parser.parse_args(argv)
+    global SCALE
+    SCALE = 0.25 if args.tiny else 1.0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     figures = asyncio.run(run())
     print(orjson.dumps(figures).decode() if args.json else render(figures))

@@ -72,3 +72,23 @@ def test_store_burst_runs_every_path(capsys: pytest.CaptureFixture[str]) -> None
     assert len(rows) == 3 and all(row["burst"] == 20 for row in rows.values())
     assert all(row["refused"] == 0 and row["ops_per_s"] > 0 for row in rows.values()), rows
     assert "ops/s" in store_burst.render(report)
+
+
+def test_faults_never_runs_a_plain_tool_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench.faults in a quarter of its time: its one invariant is checked here too
+    (a `plain` op the servers recorded twice makes it exit 1)."""
+    from bench import faults
+
+    report = run_json(faults.main, ["--tiny"], capsys)
+    assert report["run_twice_unsafe"] == 0
+    assert report["answered"] > 0 and report["failed_unclear"] == 0
+    assert {row["phase"] for row in report["phases"]} == {label for _, label, _ in faults.PHASES}
+
+
+def test_storeops_counts_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import storeops
+
+    report = run_json(storeops.main, ["-n", "5"], capsys)
+    assert list(report["kinds"]) == list(storeops.KINDS)
+    assert report["kinds"]["session request, other replica"]["sent"] >= 0.5
+    assert report["redis"]
