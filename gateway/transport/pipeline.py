@@ -17,7 +17,7 @@ same steps for every transport, written here once:
 What comes back is a :class:`Refusal` to word and send, or an ``Arrival``
 whose calls the transport answers through :meth:`Runner.run` (one call) and
 :meth:`Runner.run_all` (a batch's).  What differs between transports is what
-it says of itself as a :class:`Door`; the rest of a message's life (sessions,
+it says of itself as an :class:`InboundTransport`; the rest of a message's life (sessions,
 calls) is :mod:`gateway.transport.inbound`'s.
 """
 
@@ -57,7 +57,7 @@ class Refusal:
         return self.adapter.encode_failure(self.id, self.failure)
 
 
-class Door(Protocol[Source]):
+class InboundTransport(Protocol[Source]):
     """What a transport says of itself to the pipeline (one per transport, not per
     message).  ``Source`` is what a message comes in as (an HTTP request, a line)."""
 
@@ -100,19 +100,23 @@ class Pipeline(Runner):
     the :class:`Runner` it builds on handles what is let in."""
 
     async def receive(
-        self, door: Door[S], source: S, preamble: Preamble, view: RequestView | None = None
+        self,
+        transport: InboundTransport[S],
+        source: S,
+        preamble: Preamble,
+        view: RequestView | None = None,
     ) -> Arrival | Refusal | None:
         """One message in, every step in the one order (see the module); None: its
         body never arrived whole.  ``view``: what the route's credential check reads,
         as the transport read it (None: the transport carries no credentials)."""
-        principal = await self.caller(preamble, view, guarded=door.guarded)
+        principal = await self.caller(preamble, view, guarded=transport.guarded)
         if isinstance(principal, Refusal):
             return principal
-        session = door.own_session
+        session = transport.own_session
         if preamble.session_id is not None:
             session = self.sessions.get(preamble.session_id, principal)
         preamble.session = session.view if session is not None else None
-        raw = await door.read(source, preamble)
+        raw = await transport.read(source, preamble)
         if raw is None:
             return None
         refusal = raw if isinstance(raw, Refusal) else self.parse(preamble, raw)
@@ -123,14 +127,14 @@ class Pipeline(Runner):
         if refusal is None and preamble.session_id is not None and session is None:
             failure = Failure(FailureKind.SESSION_NOT_FOUND, SESSION_NOT_FOUND)
             refusal = self.refusal(preamble, failure, first_id(preamble.body))
-        arrival = refusal or self._accept(door, view, preamble, session, principal)
+        arrival = refusal or self._accept(transport, view, preamble, session, principal)
         if isinstance(arrival, Refusal):
             arrival.session = session
             return arrival
         # Answered before anything else: what follows belongs to the new session.
         if arrival.adapter.has_handshake:
             arrival.opened = await self.handshake(arrival)
-        self.take_replies_and_notices(arrival, door.events)
+        self.take_replies_and_notices(arrival, transport.events)
         return arrival
 
     async def caller(
@@ -151,7 +155,7 @@ class Pipeline(Runner):
 
     def _accept(
         self,
-        door: Door[S],
+        transport: InboundTransport[S],
         view: RequestView | None,
         preamble: Preamble,
         session: Session | None,
@@ -161,10 +165,10 @@ class Pipeline(Runner):
         inbound = self.adapters.decode(preamble)
         if isinstance(inbound, Failure):
             return self.refusal(preamble, inbound, first_id(preamble.body))
-        refused = inbound.refused or door.check_headers(inbound.adapter, preamble, session)
+        refused = inbound.refused or transport.check_headers(inbound.adapter, preamble, session)
         if refused is not None:
             return Refusal(inbound.adapter, refused, first_id(preamble.body))
-        running = door.running
+        running = transport.running
         if running is None and session is not None:
             running = session.running
         arrival = self.accept(preamble, inbound, session, running, principal)

@@ -69,7 +69,7 @@ class FakeAuth:
         return failure
 
 
-class FakeDoor:
+class FakeTransport:
     """A transport as the pipeline sees it; every hook it is asked is logged."""
 
     def __init__(self, *, guarded: bool = True, body: Any = None, vet: Failure | None = None):
@@ -122,7 +122,7 @@ def body(message: Any) -> bytes:
 
 async def test_a_foreign_host_is_refused_before_credentials_or_body() -> None:
     auth = FakeAuth(Admission())
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     refused = await pipeline(auth=auth).receive(
         door, "request", envelope(host="evil.example"), "request"
     )
@@ -133,14 +133,14 @@ async def test_a_foreign_host_is_refused_before_credentials_or_body() -> None:
 
 
 async def test_an_unguarded_door_skips_the_host_check() -> None:
-    door = FakeDoor(guarded=False, body=body(INITIALIZE))
+    door = FakeTransport(guarded=False, body=body(INITIALIZE))
     arrival = await pipeline().receive(door, "line", envelope(host="evil.example"))
     assert isinstance(arrival, Arrival)
 
 
 async def test_refused_credentials_stop_before_the_body_is_read() -> None:
     auth = FakeAuth(Admission(failure=Failure(FailureKind.UNAUTHORIZED, "no token")))
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     refused = await pipeline(auth=auth).receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.UNAUTHORIZED
@@ -150,7 +150,7 @@ async def test_refused_credentials_stop_before_the_body_is_read() -> None:
 
 async def test_the_admitted_principal_owns_the_session() -> None:
     auth = FakeAuth(Admission(principal="alice"))
-    door = FakeDoor(body=body(INITIALIZE))
+    door = FakeTransport(body=body(INITIALIZE))
     arrival = await pipeline(auth=auth).receive(door, "request", envelope(), "request")
     assert isinstance(arrival, Arrival)
     assert arrival.principal == "alice"
@@ -160,11 +160,11 @@ async def test_the_admitted_principal_owns_the_session() -> None:
 
 
 async def test_a_body_that_never_arrived_is_not_answered() -> None:
-    assert await pipeline().receive(FakeDoor(body=None), "request", envelope()) is None
+    assert await pipeline().receive(FakeTransport(body=None), "request", envelope()) is None
 
 
 async def test_a_body_the_door_refuses_is_refused_before_any_adapter() -> None:
-    door = FakeDoor()
+    door = FakeTransport()
     p = pipeline()
     door.body = p.refusal(envelope(), Failure(FailureKind.PAYLOAD_TOO_LARGE, "too large"))
     refused = await p.receive(door, "request", envelope(), "request")
@@ -174,7 +174,7 @@ async def test_a_body_the_door_refuses_is_refused_before_any_adapter() -> None:
 
 
 async def test_a_body_that_is_not_json_is_a_parse_error() -> None:
-    door = FakeDoor(body=b"{not json")
+    door = FakeTransport(body=b"{not json")
     refused = await pipeline().receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.PARSE_ERROR
@@ -182,7 +182,7 @@ async def test_a_body_that_is_not_json_is_a_parse_error() -> None:
 
 
 async def test_an_unknown_session_is_refused_once_the_body_is_read() -> None:
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     refused = await pipeline().receive(door, "request", envelope(session_id="nope"), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.SESSION_NOT_FOUND
@@ -194,7 +194,7 @@ async def test_a_session_whose_owner_cannot_be_located_gets_that_not_not_found()
     """A cluster middleware's mark (the session's replica could not be looked up): its
     failure, in the revision the message's header names, before any decode."""
     busy = Failure(FailureKind.OVERLOADED, "send it again", headers={"Retry-After": "1"})
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     preamble = envelope(session_id="other.x", **{"mcp-protocol-version": "2025-11-25"})
     preamble.owner_unknown = busy
     refused = await pipeline().receive(door, "request", preamble, "request")
@@ -211,7 +211,7 @@ async def test_a_retry_whose_call_holder_cannot_be_located_gets_that_in_its_revi
     message = {"jsonrpc": "2.0", "id": "r", "method": "tools/call", "params": {"_meta": meta}}
     preamble = envelope()
     preamble.owner_unknown = busy
-    refused = await pipeline().receive(FakeDoor(body=body(message)), "request", preamble)
+    refused = await pipeline().receive(FakeTransport(body=body(message)), "request", preamble)
     assert isinstance(refused, Refusal)
     assert refused.adapter.version == "2026-07-28"
     assert refused.message()["error"]["code"] == -32000
@@ -220,7 +220,7 @@ async def test_a_retry_whose_call_holder_cannot_be_located_gets_that_in_its_revi
 
 async def test_the_doors_vet_refuses_in_the_picked_adapters_words() -> None:
     failure = Failure(FailureKind.INVALID_REQUEST, "a header is missing")
-    door = FakeDoor(body=body(INITIALIZE), vet=failure)
+    door = FakeTransport(body=body(INITIALIZE), vet=failure)
     refused = await pipeline().receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure is failure
@@ -230,9 +230,9 @@ async def test_the_doors_vet_refuses_in_the_picked_adapters_words() -> None:
 
 async def test_a_session_is_found_again_and_its_revision_kept() -> None:
     p = pipeline()
-    opened = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    opened = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(opened, Arrival) and opened.session is not None
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     # The header names the newest handshake revision: the session's own is kept.
     preamble = envelope(opened.session.id, **{"mcp-protocol-version": "2025-11-25"})
     arrival = await p.receive(door, "request", preamble, "request")
@@ -248,26 +248,26 @@ async def test_a_session_is_found_again_and_its_revision_kept() -> None:
 
 async def test_a_session_of_another_principal_is_not_found() -> None:
     p = pipeline()
-    opened = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    opened = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(opened, Arrival) and opened.session is not None
     other = envelope(opened.session.id, authorization="Bearer someone-else")
-    refused = await p.receive(FakeDoor(body=body(PING)), "request", other)
+    refused = await p.receive(FakeTransport(body=body(PING)), "request", other)
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.SESSION_NOT_FOUND
 
 
 async def test_a_session_ended_while_its_body_arrived_is_not_found() -> None:
     p = pipeline()
-    opened = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    opened = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(opened, Arrival) and opened.session is not None
     session = opened.session
 
-    class EndingDoor(FakeDoor):
+    class EndingTransport(FakeTransport):
         async def read(self, source: Any, preamble: Preamble) -> Any:
             p.end_session(session.id)
             return body(PING)
 
-    refused = await p.receive(EndingDoor(), "request", envelope(session.id))
+    refused = await p.receive(EndingTransport(), "request", envelope(session.id))
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.SESSION_NOT_FOUND
     assert refused.session is None
@@ -275,9 +275,9 @@ async def test_a_session_ended_while_its_body_arrived_is_not_found() -> None:
 
 async def test_the_doors_own_session_stands_when_none_is_named() -> None:
     p = pipeline()
-    opened = await p.receive(FakeDoor(guarded=False, body=body(INITIALIZE)), b"", envelope())
+    opened = await p.receive(FakeTransport(guarded=False, body=body(INITIALIZE)), b"", envelope())
     assert isinstance(opened, Arrival) and opened.session is not None
-    door = FakeDoor(guarded=False, body=body(PING))
+    door = FakeTransport(guarded=False, body=body(PING))
     door.own_session = opened.session
     arrival = await p.receive(door, b"", envelope())
     assert isinstance(arrival, Arrival)
@@ -287,9 +287,9 @@ async def test_the_doors_own_session_stands_when_none_is_named() -> None:
 
 async def test_an_initialize_over_the_session_quota_is_refused() -> None:
     p = pipeline(sessions=SessionStore(per_principal=1))
-    first = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    first = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(first, Arrival) and first.opened
-    refused = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    refused = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(refused, Refusal)
     assert refused.id == 1
     assert len(p.sessions) == 1
@@ -298,7 +298,7 @@ async def test_an_initialize_over_the_session_quota_is_refused() -> None:
 async def test_a_message_nested_too_deep_is_refused_unwalked() -> None:
     nested = b'{"a":' * 300 + b"{}" + b"}" * 300
     message = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"x":%b}}' % nested
-    refused = await pipeline().receive(FakeDoor(body=message), "request", envelope())
+    refused = await pipeline().receive(FakeTransport(body=message), "request", envelope())
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.INVALID_PARAMS
     assert refused.id == 9
@@ -307,7 +307,7 @@ async def test_a_message_nested_too_deep_is_refused_unwalked() -> None:
 async def test_a_batch_over_the_routes_bound_gets_one_refusal_undecoded() -> None:
     p = pipeline()
     batch = [{**PING, "id": n} for n in range(p.route.max_batch + 1)]
-    door = FakeDoor(body=body(batch))
+    door = FakeTransport(body=body(batch))
     refused = await p.receive(door, "request", envelope(), "request")
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.INVALID_REQUEST
@@ -317,7 +317,7 @@ async def test_a_batch_over_the_routes_bound_gets_one_refusal_undecoded() -> Non
     message = refused.message()
     assert message["id"] is None and message["error"]["code"] == -32600
     # A batch at the bound is let in.
-    door = FakeDoor(body=body(batch[:-1]))
+    door = FakeTransport(body=body(batch[:-1]))
     assert isinstance(await p.receive(door, "request", envelope(), "request"), Arrival)
 
 
@@ -327,7 +327,7 @@ async def test_a_refusal_is_worded_in_the_revision_the_message_names() -> None:
     nested = b'{"a":' * 300 + b"{}" + b"}" * 300
     meta = b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28","deep":%b}' % nested
     message = b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"_meta":%b}}' % meta
-    refused = await pipeline().receive(FakeDoor(body=message), "request", envelope())
+    refused = await pipeline().receive(FakeTransport(body=message), "request", envelope())
     assert isinstance(refused, Refusal)
     assert refused.adapter.version == "2026-07-28"
     assert refused.id == "x"
@@ -336,7 +336,7 @@ async def test_a_refusal_is_worded_in_the_revision_the_message_names() -> None:
 
 async def test_a_deep_batch_is_refused_whole_in_the_default_revision() -> None:
     batch = b'[{"jsonrpc":"2.0","id":4,"method":"ping"}, ' + b"[" * 300 + b"]" * 300 + b"]"
-    refused = await pipeline().receive(FakeDoor(body=batch), "request", envelope())
+    refused = await pipeline().receive(FakeTransport(body=batch), "request", envelope())
     assert isinstance(refused, Refusal)
     assert refused.failure.kind is FailureKind.INVALID_PARAMS
     assert refused.id == 4
@@ -344,7 +344,7 @@ async def test_a_deep_batch_is_refused_whole_in_the_default_revision() -> None:
 
 
 async def test_a_revision_the_gateway_does_not_speak_is_refused_with_the_messages_id() -> None:
-    door = FakeDoor(body=body(PING))
+    door = FakeTransport(body=body(PING))
     preamble = envelope(**{"mcp-protocol-version": "1999-01-01"})
     refused = await pipeline().receive(door, "request", preamble, "request")
     assert isinstance(refused, Refusal)
@@ -355,10 +355,10 @@ async def test_a_revision_the_gateway_does_not_speak_is_refused_with_the_message
 
 async def test_a_sessions_batch_stays_in_its_revision_though_it_opens_with_initialize() -> None:
     p = pipeline()
-    opened = await p.receive(FakeDoor(body=body(INITIALIZE)), "request", envelope())
+    opened = await p.receive(FakeTransport(body=body(INITIALIZE)), "request", envelope())
     assert isinstance(opened, Arrival) and opened.session is not None
     again = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-11-25"}}
-    door = FakeDoor(body=body([again, PING]))
+    door = FakeTransport(body=body([again, PING]))
     arrival = await p.receive(door, "request", envelope(opened.session.id), "request")
     assert isinstance(arrival, Arrival)
     assert arrival.adapter.version == LEGACY
