@@ -34,8 +34,7 @@ from gateway.otel.context import (
     traceparent,
 )
 from gateway.protocol import Adapter
-from gateway.upstream.carriers.base import CarrierError
-from gateway.upstream.carriers.stdio import StdioCarrier
+from gateway.upstream.carriers.base import Carrier, CarrierError
 
 A = TypeVar("A")
 S = TypeVar("S")
@@ -278,18 +277,16 @@ def _failed(span: Span, exc: BaseException) -> None:
     span.set_status(Status(StatusCode.ERROR, str(exc)[:MAX_DESCRIPTION]))
 
 
-def _carrier_attributes(carrier: Any) -> dict[str, Any]:
+def _carrier_attributes(carrier: Carrier) -> dict[str, Any]:
     """``network.*`` and ``server.*`` of the carrier a request goes by."""
-    if isinstance(carrier, StdioCarrier):
+    where = carrier.where()
+    if where.transport == "pipe":
         return {names.NETWORK_TRANSPORT: "pipe"}
     attributes: dict[str, Any] = {names.NETWORK_TRANSPORT: "tcp", names.NETWORK_PROTOCOL: "http"}
-    url = getattr(carrier, "url", None)
-    host = getattr(url, "host", None)
-    if isinstance(host, str):
-        attributes[names.SERVER_ADDRESS] = host
-        port = getattr(url, "port", None)
-        if isinstance(port, int):
-            attributes[names.SERVER_PORT] = port
+    if where.host is not None:
+        attributes[names.SERVER_ADDRESS] = where.host
+        if where.port is not None:
+            attributes[names.SERVER_PORT] = where.port
     return attributes
 
 

@@ -38,6 +38,7 @@ from gateway.otel import names
 from gateway.otel.context import parent_of, span_of
 from gateway.otel.spans import Spans
 from gateway.protocol import AdapterSet
+from gateway.upstream.carriers.base import Where
 from gateway.upstream.carriers.stdio import StdioCarrier
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -45,6 +46,13 @@ CLIENT_SPAN = "b7ad6b7169203331"
 OTHER_SPAN = "00f067aa0ba902b7"
 FIRST_SPAN = "1111111111111111"
 FIELDS = frozenset(get_global_textmap().fields)
+
+
+class _Pipe:
+    """A carrier as the spans see it: where its messages go."""
+
+    def where(self) -> Where:
+        return Where("pipe")
 
 
 def tp(trace_id: str = TRACE, span_id: str = CLIENT_SPAN) -> str:
@@ -342,7 +350,7 @@ async def test_an_upstream_that_cannot_be_reached_ends_its_span_in_error(
 
     exchange = Exchange(call=call(name="slow"), route="/mcp", profile=ServerProfile())
     with pytest.raises(CarrierError):
-        await spans.upstream(run, Channel(legacy, object(), None), exchange.call, exchange, None, 3)
+        await spans.upstream(run, Channel(legacy, _Pipe(), None), exchange.call, exchange, None, 3)
     (done,) = exporter.get_finished_spans()
     assert dict(done.attributes or {})[names.ERROR_TYPE] == "timeout"
     assert done.status.status_code is trace.StatusCode.ERROR
@@ -359,7 +367,7 @@ async def test_a_value_with_is_error_is_a_tool_error(
         return Value({"content": [], "isError": True})
 
     exchange = Exchange(call=call(name="fails"), route="/mcp", profile=ServerProfile())
-    await spans.upstream(run, Channel(legacy, object(), None), exchange.call, exchange, None, 4)
+    await spans.upstream(run, Channel(legacy, _Pipe(), None), exchange.call, exchange, None, 4)
     (done,) = exporter.get_finished_spans()
     attributes = dict(done.attributes or {})
     assert (attributes[names.OUTCOME], attributes[names.ERROR_TYPE]) == ("value", "tool_error")
@@ -391,7 +399,7 @@ async def test_an_unsampled_call_still_passes_its_context_on_and_records_nothing
         forward_headers={"traceparent": tp()},
         ask=ask,
     )
-    await spans.upstream(run, Channel(legacy, object(), None), exchange.call, exchange, None, 1)
+    await spans.upstream(run, Channel(legacy, _Pipe(), None), exchange.call, exchange, None, 1)
     assert exporter.get_finished_spans() == ()
     flags = int(seen["meta"]["traceparent"].rsplit("-", 1)[1], 16)
     assert not flags & 1  # not sampled, and the upstream is told so

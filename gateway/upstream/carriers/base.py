@@ -123,8 +123,22 @@ async def final(exchange: UpstreamReply, request_id: Any) -> Message:
     raise CarrierError("the upstream closed the exchange before answering")
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a carrier's messages go, for traces: a pipe to a child, or TCP to a
+    host and port (HTTP)."""
+
+    transport: str  # "pipe" or "tcp"
+    host: str | None = None
+    port: int | None = None
+
+
 class Carrier(ABC):
     """One upstream endpoint; safe to use from many tasks at once."""
+
+    def where(self) -> Where:
+        """Where its messages go (the HTTP carriers say their URL's host and port)."""
+        return Where("tcp")
 
     # Whether closing a request's exchange tells the upstream to stop (a POST's
     # own response stream); on a shared channel a notice must be sent instead.

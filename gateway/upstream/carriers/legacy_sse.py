@@ -18,7 +18,7 @@ import structlog
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, Where
 from gateway.upstream.carriers.demux import Demux, Listening, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -102,6 +102,9 @@ class LegacySseCarrier(Carrier):
 
     cancels_by_close = False
     is_session = True
+
+    def where(self) -> Where:
+        return Where("tcp", self.url.host, self.url.port)
 
     def __init__(
         self,

@@ -35,7 +35,7 @@ import structlog
 
 from gateway.core.jsonrpc import response_id
 from gateway.core.jsonrpc import valid_id as is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply
+from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, Where
 from gateway.upstream.carriers.demux import (
     Demux,
     DropOldestQueue,
@@ -184,6 +184,9 @@ class StdioCarrier(Carrier):
 
     cancels_by_close = False
     is_session = True
+
+    def where(self) -> Where:
+        return Where("pipe")
 
     def __init__(
         self,

@@ -19,7 +19,14 @@ import orjson
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
-from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, answers
+from gateway.upstream.carriers.base import (
+    Carrier,
+    CarrierError,
+    Message,
+    UpstreamReply,
+    Where,
+    answers,
+)
 from gateway.upstream.carriers.h1 import H1Pool, usable
 from gateway.upstream.carriers.httpio import (
     EVENT_STREAM,
@@ -52,6 +59,9 @@ class StreamableHttpCarrier(Carrier):
     ``listen_timeout`` for the GET stream, which may be idle for long; None means
     no bound.
     """
+
+    def where(self) -> Where:
+        return Where("tcp", self.url.host, self.url.port)
 
     def __init__(
         self,
