@@ -48,7 +48,7 @@ def test_handoffs_and_doors_are_counted_by_caller() -> None:
     [
         # Into a higher layer.
         (
-            ("upstream/link.py", "UpstreamLink.execute"),
+            ("upstream/link.py", "UpstreamLink.handle"),
             ("bridge/forwarder.py", "Forwarder.handle"),
             "",
         ),
@@ -58,10 +58,10 @@ def test_handoffs_and_doors_are_counted_by_caller() -> None:
             ("bridge/parked_calls.py", "ParkedCalls.handle.<locals>.ask"),
             "ask closure",
         ),
-        # A revision's override called by its adapter base.
+        # An era's override (what its revisions do) called by the adapter base.
         (
-            ("protocol/adapter/server.py", "AdapterServerRole.decode"),
-            ("protocol/v2024_11_05.py", "Adapter2024_11_05.check_http"),
+            ("protocol/adapter/server.py", "AdapterServerRole.decode_message"),
+            ("protocol/adapter/stateless.py", "StatelessEra.check_params"),
             "revision hook",
         ),
     ],
