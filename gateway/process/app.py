@@ -323,8 +323,9 @@ class Gateway:
         targets = Targets(links, check_every=spec.health_every) if len(links) > 1 else None
         if node is not None:
             node.attach(spec.path, self.max_body_bytes, sealer)
-            if spec.command is None:
-                node.verdicts.add(f"{spec.path} {spec.upstream}", link, self.adapters)
+            if spec.command is None:  # each target's verdict, shared by the replicas
+                for each in links:
+                    node.verdicts.add(f"{spec.path} {each.settings.url}", each, self.adapters)
         limits = self.limits
         backend = Backend(
             link,
