@@ -8,11 +8,8 @@ upstream link); it never imports the upstream package itself.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shlex
-import shutil
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +19,7 @@ from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.link import UpstreamLink, Verdict
+from gateway.upstream.reach import connectable, spawnable
 from gateway.upstream.targets import Targets
 
 # Parked calls in all and per principal; once a principal is at its quota, how long
@@ -145,9 +143,9 @@ class Backend:
             if link.verdict is None:
                 await asyncio.wait_for(link.ensure("anonymous", {}), within)
             elif link.settings.command is not None:
-                _spawnable(link.settings.command, link.settings.cwd, link.settings.env)
+                spawnable(link.settings.command, link.settings.cwd, link.settings.env)
             else:
-                await asyncio.wait_for(_connectable(link.settings.url), within)
+                await asyncio.wait_for(connectable(link.settings.url), within)
         except Exception as exc:  # any reason the upstream is not usable
             return {"ready": False, "error": str(exc) or type(exc).__name__}
         verdict = link.verdict
@@ -178,28 +176,3 @@ class Backend:
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""
         await self.forwarder.close()
-
-
-def _spawnable(command: list[str], cwd: str | None, env: Mapping[str, str] | None = None) -> None:
-    """Raise unless ``command`` names an executable that could be started now."""
-    if cwd is not None and not os.path.isdir(cwd):
-        raise OSError(f"the working directory {cwd!r} does not exist")
-    program = command[0]
-    if os.sep in program:
-        path = program if os.path.isabs(program) else os.path.join(cwd or os.getcwd(), program)
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise OSError(f"{program!r} is not an executable file")
-        return
-    search = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
-    if shutil.which(program, path=search) is None:
-        raise OSError(f"{program!r} is not found on PATH")
-
-
-async def _connectable(url: str) -> None:
-    """Open (and close) a TCP connection to the URL's host and port."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    _, writer = await asyncio.open_connection(parts.hostname, port)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()

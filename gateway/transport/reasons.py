@@ -74,7 +74,8 @@ def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
         headers.setdefault("Retry-After", RETRY_AFTER[failure.kind])
         # Said in the message's own words too, for clients that never see the header
         # (stdio, a JSON-RPC error at HTTP 200).
-        data = {"retryAfterSeconds": int(headers["Retry-After"])}
+        seconds = headers["Retry-After"]
+        data = {"retryAfterSeconds": int(seconds) if seconds.isdigit() else 5}
     return replace(
         failure,
         message=f"route {route}: {said} (request id {request_id()})",

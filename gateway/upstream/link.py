@@ -46,7 +46,6 @@ from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.open_session import OWN_KEY, UpstreamSession
 from gateway.upstream.probe import EraProbe, Verdict
-from gateway.upstream.retry import AskWatch
 from gateway.upstream.roots import (
     NO_ROOTS,
     ROOTED,
@@ -342,15 +341,8 @@ class UpstreamLink:
         if not self.retrying:
             return await self._handle_once(call, exchange)
         safe = self.tool_is_safe(exchange.principal, call)
-        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
-        outcome = await self._handle_once(call, watch.exchange if watch else exchange)
-        if not isinstance(outcome, Failure):
-            return outcome
-        why = retry.send_again(call, outcome, tool_is_safe=safe, asked=bool(watch and watch.asked))
-        if why is None:
-            return outcome
-        self.note_retry(call, why)
-        return await self._handle_once(call, exchange)
+        attempt = partial(self._handle_once, call)
+        return await retry.once_more(call, exchange, safe, attempt, self.note_retry)
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list
@@ -361,7 +353,9 @@ class UpstreamLink:
 
     def note_retry(self, call: Call, why: str) -> None:
         self.retries[why] = self.retries.get(why, 0) + 1
-        log.info("upstream call sent again", route=self.settings.route, method=call.method, why=why)
+        # The operation, never the method as the client wrote it (a vendor's is "*").
+        method = call.operation.value
+        log.info("upstream call sent again", route=self.settings.route, method=method, why=why)
 
     async def _handle_once(self, call: Call, exchange: Exchange) -> Outcome:
         try:

@@ -12,9 +12,10 @@ asked again), never more than once.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.core import Answer, Ask, Call, Exchange, Failure, FailureKind, Operation
+from gateway.core import Answer, Ask, Call, Exchange, Failure, FailureKind, Operation, Outcome
 from gateway.upstream.carriers.base import UNREACHED
 from gateway.upstream.health import counts_against
 
@@ -65,6 +66,35 @@ def send_again(call: Call, failure: Failure, *, tool_is_safe: bool, asked: bool)
     return READ_ONLY_METHOD if call.operation in READ_ONLY else SAFE_TOOL
 
 
+def watched(call: Call, exchange: Exchange, tool_is_safe: bool) -> AskWatch | None:
+    """A watch on the call's questions where a failure could be sent again (None: it
+    could not be, or nothing can be asked of this client, so nothing is watched)."""
+    if exchange.ask is None or not eligible(call, tool_is_safe):
+        return None
+    return AskWatch(exchange)
+
+
+async def once_more(
+    call: Call,
+    exchange: Exchange,
+    tool_is_safe: bool,
+    attempt: Callable[[Exchange], Awaitable[Outcome]],
+    note: Callable[[Call, str], None],
+) -> Outcome:
+    """``attempt`` the call; after a failure, once more where :func:`send_again` says
+    so (``note`` is told why)."""
+    watch = watched(call, exchange, tool_is_safe)
+    outcome = await attempt(watch.exchange if watch is not None else exchange)
+    if not isinstance(outcome, Failure):
+        return outcome
+    asked = watch is not None and watch.asked
+    why = send_again(call, outcome, tool_is_safe=tool_is_safe, asked=asked)
+    if why is None:
+        return outcome
+    note(call, why)
+    return await attempt(exchange)
+
+
 class AskWatch:
     """An exchange whose asks are noted: a call that asked its client anything is not
     run again (the client would be asked again)."""
@@ -72,10 +102,10 @@ class AskWatch:
     def __init__(self, exchange: Exchange) -> None:
         self.asked = False
         inner = exchange.ask
+        assert inner is not None
 
         async def ask(question: Ask) -> Answer | None:
             self.asked = True
-            assert inner is not None
             return await inner(question)
 
-        self.exchange = exchange.routed(ask if inner is not None else None, exchange.emit)
+        self.exchange = exchange.routed(ask, exchange.emit)

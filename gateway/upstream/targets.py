@@ -30,7 +30,8 @@ from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation,
 from gateway.upstream import retry
 from gateway.upstream.health import Health, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
-from gateway.upstream.retry import AskWatch
+from gateway.upstream.reach import connectable
+from gateway.upstream.settings import UpstreamSettings
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +77,7 @@ class Targets:
     # ------------------------------------------------ what the bridge reads
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> UpstreamSettings:
         return self.links[0].settings
 
     @property
@@ -138,7 +139,7 @@ class Targets:
         if exchange.downstream is not None and not self.stateless:
             return self.down()  # a new session's call, and no target to open it on
         safe = self._safe(exchange.principal, call)
-        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
+        watch = retry.watched(call, exchange, safe)
         tried: set[int] = set()
         outcome: Outcome = self.down()
         again = True  # one more after a failure that may have reached a server
@@ -159,15 +160,13 @@ class Targets:
     async def _sent(self, index: int, call: Call, exchange: Exchange) -> Outcome:
         """A call that must go to one target: sent once more there where that is safe."""
         safe = self._safe(exchange.principal, call)
-        watch = AskWatch(exchange) if retry.eligible(call, safe) else None
-        outcome = await self._on(index, call, watch.exchange if watch else exchange)
-        if isinstance(outcome, Failure):
-            asked = bool(watch and watch.asked)
-            why = retry.send_again(call, outcome, tool_is_safe=safe, asked=asked)
-            if why is not None:
-                self.links[index].note_retry(call, why)
-                outcome = await self._on(index, call, exchange)
-        return outcome
+        return await retry.once_more(
+            call,
+            exchange,
+            safe,
+            lambda sent: self._on(index, call, sent),
+            self.links[index].note_retry,
+        )
 
     def _safe(self, principal: str, call: Call) -> bool:
         """The tool says running it twice does no harm, in a list this principal read
@@ -308,7 +307,7 @@ class Targets:
             if link.verdict is None:
                 await asyncio.wait_for(link.ensure("anonymous", {}), self.check_within)
             elif link.settings.command is None:
-                await asyncio.wait_for(_connectable(link.settings.url), self.check_within)
+                await asyncio.wait_for(connectable(link.settings.url), self.check_within)
         except Failure as failure:
             if failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
                 return None  # it answers; it wants the client's credentials
@@ -374,13 +373,3 @@ class Targets:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checker
         await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
-
-
-async def _connectable(url: str) -> None:
-    """A TCP connection to the URL's host and port can be made now."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    _, writer = await asyncio.open_connection(parts.hostname, port)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
