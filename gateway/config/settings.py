@@ -127,7 +127,7 @@ class RouteSpec(BaseModel):
     # stdio upstreams: this many children of the command, as targets.
     instances: int = Field(1, ge=1, le=32)
     # How often each target of a route with several is checked (seconds).
-    health_every: float = Field(5.0, gt=0)
+    health_every: float = Field(5.0, ge=0.1, le=3600)  # a check loop never spins
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None

@@ -61,3 +61,25 @@ def test_an_unknown_toml_key_names_the_nearest(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "listn: unknown setting (did you mean 'listen'?)" in done.stderr
     assert "routes.0.timout: unknown setting (did you mean 'timeout'?)" in done.stderr
+
+
+def test_targets_options_are_bounded() -> None:
+    """also= takes http(s) URLs only, at most 32; instances 1-32 and only for stdio;
+    a check interval under 0.1 s would spin against the upstreams."""
+    import pytest
+
+    from gateway.config.settings import RouteSpec, SettingsError
+
+    ok = RouteSpec.parse("/m=http://a:1/mcp,also=http://b:1/mcp|https://c:1/mcp,health_every=0.5")
+    assert ok.also == ["http://b:1/mcp", "https://c:1/mcp"]
+    for bad in (
+        "/m=http://a:1/mcp,also=file:///etc/passwd",
+        "/m=http://a:1/mcp,also=" + "|".join(f"http://h{n}:1/" for n in range(33)),
+        "/m=http://a:1/mcp,instances=2",
+        "/m=stdio:server,also=http://b:1/mcp",
+        "/m=stdio:server,instances=33",
+        "/m=http://a:1/mcp,also=http://b:1/mcp,health_every=0",
+        "/m=http://a:1/mcp,also=http://b:1/mcp,health_every=0.001",
+    ):
+        with pytest.raises(SettingsError):
+            RouteSpec.parse(bad)
