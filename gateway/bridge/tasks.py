@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,7 +38,7 @@ from gateway.core import (
     Value,
     discard_event,
 )
-from gateway.core.limits import Quota
+from gateway.core.limits import FairTable, Quota
 from gateway.core.pending import Questions
 from gateway.core.task import INPUT_REQUIRED, WITH_RESULT
 from gateway.protocol import Adapter, AdapterSet, adapter_of
@@ -54,8 +53,10 @@ INPUT_WAIT = 2.0
 # route, may have at once: tasks awaiting input beyond these are refused on `tasks/get`.
 HELD_PER_PRINCIPAL = 32
 HELD_TOTAL = 1_000
-# Tasks whose maker this replica remembers (then the oldest are forgotten).
+# Tasks whose maker this replica remembers: in all, and per principal (a flood of one
+# caller's tasks forgets its own oldest, never another's).
 MAX_MAKERS = 10_000
+MAX_MAKERS_PER_PRINCIPAL = 1_000
 # In a cluster, the task ids a client sees name the replica that holds the task:
 # ``gwtask.<replica id>.<the upstream's id>``, so that any replica relays its
 # `tasks/*` there (gateway/cluster/owner.py), as session ids and requestState do.
@@ -109,7 +110,9 @@ class TaskBridge:
         self._mark = f"{TASK_MARK}{owner}." if owner else ""
         # Who made each task run here (the upstream's id -> principal), bounded: a
         # task id another principal sends is not theirs, whatever the upstream says.
-        self._makers: OrderedDict[str, str] = OrderedDict()
+        self._makers: FairTable[str] = FairTable(
+            "tasks", MAX_MAKERS, MAX_MAKERS_PER_PRINCIPAL, idle=lambda _: True, end=lambda _: None
+        )
         # Held `tasks/result` calls, by (principal, task id), and how many each holds.
         self._inputs: dict[tuple[str, str], _Inputs] = {}
         self.held = Quota("tasks awaiting input", HELD_PER_PRINCIPAL, HELD_TOTAL)
@@ -153,9 +156,7 @@ class TaskBridge:
         if isinstance(outcome, Value):
             task = speaks.client_read_created_task(outcome.result)
             if task is not None:
-                self._makers[task.id] = exchange.principal
-                while len(self._makers) > MAX_MAKERS:
-                    self._makers.popitem(last=False)
+                self._makers.keep(exchange.principal, task.id)
                 return Value(client.task_result(self._outward(task)))
         return outcome
 
@@ -166,7 +167,7 @@ class TaskBridge:
     def _refused(self, call: Call, exchange: Exchange) -> Failure | None:
         """A task this caller may not ask about: another principal's, or one whose
         replica is gone."""
-        maker = self._makers.get(str(self._task_id(call)))
+        maker = self._makers.owner_of(str(self._task_id(call)))
         if maker is not None and maker != exchange.principal:
             return Failure(FailureKind.INVALID_PARAMS, "no such task")
         return self._gone(call)

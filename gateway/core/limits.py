@@ -202,6 +202,26 @@ class FairTable(Generic[K]):
         self._owned.setdefault(owner, OrderedDict())[key] = None  # pragma: no mutate
         self._lru[key] = owner
 
+    def keep(self, owner: str, key: K) -> None:
+        """Count ``key`` as ``owner``'s, for what is only remembered (nothing refused):
+        past the owner's quota, or with no room another can fairly give, the owner's
+        own least recently used entry goes (ended) to make room."""
+        if key in self._lru:
+            self.touch(key)
+            return
+        while self.held(owner) >= self.per_owner or (
+            len(self) >= self.total and not self._give_way(owner)
+        ):
+            oldest = self.oldest(owner)
+            if oldest is None:
+                return  # nothing of its own to give up: not kept
+            self._end(oldest)
+            self.remove(oldest)
+        self.add(owner, key)
+
+    def owner_of(self, key: K) -> str | None:
+        return self._lru.get(key)
+
     def touch(self, key: K) -> None:
         """``key`` was used: it is its owner's most recently used."""
         owner = self._lru.get(key)

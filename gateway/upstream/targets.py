@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
+from gateway.core.limits import FairTable
 from gateway.upstream import retry
 from gateway.upstream.health import Health, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
@@ -43,8 +43,10 @@ TASK_OPERATIONS = frozenset(
         Operation.TASKS_UPDATE,
     }
 )
-# Upstream task ids remembered with their target (then the oldest are forgotten).
+# Upstream task ids remembered with their target: in all, and per principal (a flood
+# of one caller's tasks forgets its own oldest, never another's).
 MAX_TASKS = 10_000
+MAX_TASKS_PER_PRINCIPAL = 1_000
 DEFAULT_CHECK_EVERY = 5.0
 DEFAULT_CHECK_WITHIN = 3.0
 
@@ -70,7 +72,14 @@ class Targets:
         self.check_every, self.check_within = check_every, check_within
         self._clock = clock
         self._pins: dict[str, int] = {}  # a client session's key -> its target
-        self._tasks: OrderedDict[str, int] = OrderedDict()
+        self._task_targets: dict[str, int] = {}
+        self._tasks: FairTable[str] = FairTable(
+            "upstream tasks",
+            MAX_TASKS,
+            MAX_TASKS_PER_PRINCIPAL,
+            idle=lambda _: True,
+            end=self._forget_task,
+        )
         self._turn = 0  # ties go round
         self._checker: asyncio.Task[None] | None = None
 
@@ -117,7 +126,7 @@ class Targets:
         if call is not None and call.operation in TASK_OPERATIONS:
             task_id = call.params.get("taskId")
             if isinstance(task_id, str):
-                return self._tasks.get(task_id)
+                return self._task_targets.get(task_id)
         return None
 
     def down(self) -> Failure:
@@ -154,7 +163,7 @@ class Targets:
                 break
             again = again and why == retry.NEVER_SENT
             self.links[index].note_retry(call, why)  # to the next usable target
-        self._remember_task(index if tried else None, outcome)
+        self._remember_task(index if tried else None, outcome, exchange.principal)
         return outcome
 
     async def _sent(self, index: int, call: Call, exchange: Exchange) -> Outcome:
@@ -198,15 +207,18 @@ class Targets:
         else:
             health.succeeded(now)
 
-    def _remember_task(self, index: int | None, outcome: Outcome) -> None:
+    def _forget_task(self, task_id: str) -> None:
+        self._task_targets.pop(task_id, None)
+
+    def _remember_task(self, index: int | None, outcome: Outcome, principal: str) -> None:
         if index is None or not isinstance(outcome, Value):
             return
         task = outcome.result.get("task") if isinstance(outcome.result, dict) else None
         task_id = task.get("taskId") if isinstance(task, dict) else None
         if isinstance(task_id, str):
-            self._tasks[task_id] = index
-            while len(self._tasks) > MAX_TASKS:
-                self._tasks.popitem(last=False)
+            self._tasks.keep(principal, task_id)
+            if self._tasks.owner_of(task_id) == principal:
+                self._task_targets[task_id] = index
 
     # ------------------------------------------ a client session's own upstream
 

@@ -142,3 +142,21 @@ def test_an_owners_keys_are_listed_least_recently_used_first() -> None:
     assert entries.table.keys_of("a") == ["a2", "a3", "a1"]
     assert entries.table.keys_of("b") == ["b1"]
     assert entries.table.keys_of("c") == []
+
+
+def test_keep_forgets_the_owners_own_oldest_never_anothers() -> None:
+    """For what is only remembered (a task's target, its maker): a caller past its
+    quota, or at a full table it cannot fairly take from, gives up its own oldest."""
+    ended: list[str] = []
+    table: FairTable[str] = FairTable(
+        "tasks", total=4, per_owner=2, idle=lambda _: True, end=ended.append
+    )
+    table.keep("alice", "a1")
+    table.keep("bob", "b1")
+    for n in range(2, 6):
+        table.keep("bob", f"b{n}")
+    assert table.keys_of("alice") == ["a1"]  # bob's flood never reached alice's
+    assert table.keys_of("bob") == ["b4", "b5"] and ended == ["b1", "b2", "b3"]
+    table.keep("bob", "b4")  # again: used, not added
+    assert table.keys_of("bob") == ["b5", "b4"]
+    assert table.owner_of("a1") == "alice" and table.owner_of("b1") is None

@@ -172,3 +172,37 @@ async def test_a_passing_check_readmits_but_never_forgives_an_in_targets_failure
     now[0] = 5.0  # its back-off has passed: the check takes it back
     await targets.check(0)
     assert targets.states()[0]["state"] == "up"
+
+
+async def test_one_callers_flood_of_tasks_never_forgets_anothers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.upstream import targets as module
+
+    monkeypatch.setattr(module, "MAX_TASKS", 20)
+    monkeypatch.setattr(module, "MAX_TASKS_PER_PRINCIPAL", 5)
+
+    made = [0]
+
+    class Maker(FakeLink):
+        async def handle(self, call: Call, exchange: Exchange) -> Outcome:
+            made[0] += 1
+            return Value({"task": {"taskId": f"t-{exchange.principal}-{made[0]}"}})
+
+    a, b = Maker("a"), Maker("b")
+    for link in (a, b):
+        link.verdict.adapter.has_handshake = False
+    targets = make(a, b)
+
+    def by(principal: str) -> Exchange:
+        ex = exchange()
+        ex.principal = principal
+        return ex
+
+    await targets.handle(call(), by("alice"))
+    alice_task = "t-alice-1"
+    where = targets._task_targets[alice_task]
+    for _ in range(30):  # past the table's size: a shared LRU would forget alice's
+        await targets.handle(call(), by("mallory"))
+    assert targets._task_targets[alice_task] == where
+    assert targets._tasks.held("mallory") == module.MAX_TASKS_PER_PRINCIPAL
