@@ -27,6 +27,7 @@ import structlog
 
 from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation, Outcome, Value
 from gateway.core.limits import FairTable
+from gateway.protocol import adapter_of
 from gateway.upstream import retry
 from gateway.upstream.health import Health, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
@@ -123,8 +124,9 @@ class Targets:
                 if pinned is not None:
                     self._pins[downstream.key] = pinned
             return pinned
-        if call is not None and call.operation in TASK_OPERATIONS:
-            task_id = call.params.get("taskId")
+        client = adapter_of(call.client) if call is not None else None
+        if call is not None and client is not None and call.operation in TASK_OPERATIONS:
+            task_id = client.task_id(call.params)  # as the client's revision says it
             if isinstance(task_id, str):
                 return self._task_targets.get(task_id)
         return None
@@ -213,9 +215,13 @@ class Targets:
     def _remember_task(self, index: int | None, outcome: Outcome, principal: str) -> None:
         if index is None or not isinstance(outcome, Value):
             return
-        task = outcome.result.get("task") if isinstance(outcome.result, dict) else None
-        task_id = task.get("taskId") if isinstance(task, dict) else None
-        if isinstance(task_id, str):
+        verdict = self.links[index].verdict
+        if verdict is None:
+            return
+        # The upstream's created task, read by its revision's adapter.
+        task = verdict.adapter.client_read_created_task(outcome.result)
+        if task is not None:
+            task_id = task.id
             self._tasks.keep(principal, task_id)
             if self._tasks.owner_of(task_id) == principal:
                 self._task_targets[task_id] = index

@@ -761,3 +761,19 @@ def test_client_outgoing_is_the_request_and_its_headers_in_one_step() -> None:
         message, headers = adapter.client_outgoing(call, 41, "sid")
         assert message == adapter.client_request(call, 41)
         assert headers == adapter.client_headers(call, "sid")
+
+
+def test_each_era_reads_a_created_task_in_its_own_shape() -> None:
+    from gateway.protocol.selection import AdapterSet
+
+    by_version = AdapterSet.default().by_version
+    core = by_version["2025-11-25"].client_read_created_task(
+        {"task": {"taskId": "t1", "status": "working"}}
+    )
+    assert core is not None and core.id == "t1" and core.status == "working"
+    modern = by_version["2026-07-28"]
+    extension = modern.client_read_created_task(
+        {"resultType": "task", "taskId": "t2", "status": "working"}
+    )
+    assert extension is not None and extension.id == "t2"
+    assert modern.client_read_created_task({"resultType": "complete", "content": []}) is None

@@ -19,14 +19,23 @@ from gateway.core import (
     ServerProfile,
     Value,
 )
+from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.carriers.base import UNREACHED
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.targets import Targets
 
+STATELESS = Adapter2026_07_28()
+
 
 @dataclass
 class _Adapter:
+    """A handshake-era upstream's adapter as the targets read it; a stateless one's is
+    the real 2026-07-28 adapter (its created tasks are read by it)."""
+
     has_handshake: bool = True
+
+    def client_read_created_task(self, result: dict[str, Any]) -> Any:
+        return None
 
 
 @dataclass
@@ -68,7 +77,8 @@ def make(*links: FakeLink, now: list[float] | None = None) -> Targets:
 
 def call(method: str = "tools/call", **params: Any) -> Call:
     op = Operation.for_method(method)
-    return Call(1, op, method, {"name": "echo", **params}, ClientContext("2026-07-28"))
+    client = ClientContext("2026-07-28", adapter=STATELESS)  # decoded by that revision
+    return Call(1, op, method, {"name": "echo", **params}, client)
 
 
 def exchange(session: str | None = None) -> Exchange:
@@ -121,10 +131,10 @@ async def test_a_session_is_pinned_to_the_target_it_opened_on() -> None:
 
 
 async def test_an_upstream_task_is_asked_where_it_was_made() -> None:
-    made = Value({"task": {"taskId": "t-1", "status": "working"}})
+    made = Value({"resultType": "task", "taskId": "t-1", "status": "working"})
     a, b = FakeLink("a", made), FakeLink("b", made)
     for link in (a, b):
-        link.verdict.adapter.has_handshake = False
+        link.verdict = _Verdict(STATELESS)  # type: ignore[arg-type]
     targets = make(a, b)
     await targets.handle(call(), exchange())
     maker = a if a.calls else b
@@ -187,11 +197,11 @@ async def test_one_callers_flood_of_tasks_never_forgets_anothers(
     class Maker(FakeLink):
         async def handle(self, call: Call, exchange: Exchange) -> Outcome:
             made[0] += 1
-            return Value({"task": {"taskId": f"t-{exchange.principal}-{made[0]}"}})
+            return Value({"resultType": "task", "taskId": f"t-{exchange.principal}-{made[0]}"})
 
     a, b = Maker("a"), Maker("b")
     for link in (a, b):
-        link.verdict.adapter.has_handshake = False
+        link.verdict = _Verdict(STATELESS)  # type: ignore[arg-type]
     targets = make(a, b)
 
     def by(principal: str) -> Exchange:

@@ -30,6 +30,7 @@ from gateway.core import (
     Outcome,
     Preamble,
     ServerProfile,
+    Task,
     Value,
 )
 from gateway.core import jsonrpc as rpc
@@ -459,6 +460,11 @@ class StatelessEra(Adapter):
         if kind not in ("complete", "task"):
             return Failure(FailureKind.UPSTREAM_PROTOCOL, f"unknown resultType {kind!r}")
         return outcome
+
+    def client_read_created_task(self, result: dict[str, Any]) -> Task | None:
+        """The tasks extension's created task is the result itself (``resultType``
+        "task"), not a ``task`` inside it as in core tasks."""
+        return self.client_read_task(result) if result.get("resultType") == "task" else None
 
     def client_read_profile(self, result: dict[str, Any]) -> ServerProfile:
         meta = result.get("_meta") or {}
