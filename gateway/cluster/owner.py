@@ -65,7 +65,8 @@ def parked_owner(raw: bytes, sealer: StateSealer) -> str | None:
 
 
 def task_owner(raw: bytes) -> str | None:
-    """The replica holding the task a POST body's ``tasks/*`` names, if it names one."""
+    """The replica holding the task a POST body names, if it names one: any of its
+    params that is a task id the gateway minted (whatever a revision calls the field)."""
     if TASK_MARK.encode() not in raw:
         return None  # the common case: no parsing
     try:
@@ -74,8 +75,9 @@ def task_owner(raw: bytes) -> str | None:
         return None
     for message in body if isinstance(body, list) else [body]:
         params = message.get("params") if isinstance(message, dict) else None
-        task_id = params.get("taskId") if isinstance(params, dict) else None
-        if isinstance(task_id, str) and task_id.startswith(TASK_MARK):
-            owner = task_id[len(TASK_MARK) :].split(SEPARATOR, 1)[0]
-            return owner or None
+        for value in params.values() if isinstance(params, dict) else ():
+            if isinstance(value, str) and value.startswith(TASK_MARK):
+                owner = value[len(TASK_MARK) :].split(SEPARATOR, 1)[0]
+                if owner:
+                    return owner
     return None
