@@ -11,7 +11,6 @@ import aiohttp
 import pytest
 
 from gateway.auth.discovery import MAX_CACHED, DocumentFetcher
-from gateway.bridge.backend import _spawnable
 from gateway.core import (
     Call,
     ClientContext,
@@ -29,6 +28,7 @@ from gateway.upstream import tools as tool_index
 from gateway.upstream.carriers.base import CarrierError
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.link import UpstreamLink
+from gateway.upstream.reach import spawnable
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import MAX_PRINCIPALS, PLAIN, ToolBook, ToolIndex
 from tests.security.harness import gateway
@@ -87,12 +87,12 @@ async def test_a_silent_stdio_server_times_out() -> None:
 
 
 def test_a_stdio_command_is_ready_when_it_can_be_spawned(tmp_path: Path) -> None:
-    _spawnable([sys.executable], None)
-    _spawnable(["sh", "-c", "true"], str(tmp_path))
+    spawnable([sys.executable], None)
+    spawnable(["sh", "-c", "true"], str(tmp_path))
     with pytest.raises(OSError):
-        _spawnable(["no-such-program-anywhere"], None)
+        spawnable(["no-such-program-anywhere"], None)
     with pytest.raises(OSError):
-        _spawnable([sys.executable], str(tmp_path / "missing"))
+        spawnable([sys.executable], str(tmp_path / "missing"))
 
 
 async def test_readyz_is_200_for_a_stdio_route(tmp_path: Path, upstream: str) -> None:
