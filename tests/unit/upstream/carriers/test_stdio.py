@@ -179,14 +179,26 @@ def _zombie_children() -> list[int]:
 
 
 async def _gone(pid: int, within: float = 5.0) -> bool:
-    """Whether ``pid`` is gone (or a zombie some other parent must reap) ``within`` seconds."""
+    """Whether ``pid`` ends (or is a zombie some other parent must reap) ``within``
+    seconds: a pidfd turns readable when its process ends, so nothing polls."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
+    ended = asyncio.Event()
+    loop.add_reader(pidfd, ended.set)
+    try:
         if _state(pid) in (None, "Z"):
             return True
-        await asyncio.sleep(0.02)  # polling, bounded by the deadline
-    return False
+        async with asyncio.timeout(within):
+            await ended.wait()
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 # ------------------------------------------------------------------ framing
