@@ -18,8 +18,7 @@ from typing import Any
 
 import orjson
 
-from gateway import tracing
-from gateway.core import Call, Failure, FailureKind
+from gateway.core import Call, Failure, FailureKind, tracing
 
 PREFIX = "gw1."
 

@@ -11,7 +11,7 @@ OTLP/HTTP (protobuf) from the SDK's batch processor thread.
 
 Off, nothing here is imported beyond this module, opentelemetry is not
 imported at all, and a call's path reads one attribute per hook
-(:mod:`gateway.tracing`).
+(:mod:`gateway.core.tracing`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from gateway import tracing
+from gateway.core import tracing
 
 log = structlog.get_logger(__name__)
 

@@ -46,7 +46,7 @@ MAX_DESCRIPTION = 256
 
 
 class Spans:
-    """The :class:`gateway.tracing.Tracing` hooks, on one OpenTelemetry tracer."""
+    """The :class:`gateway.core.tracing.Tracing` hooks, on one OpenTelemetry tracer."""
 
     def __init__(self, tracer: trace.Tracer, propagator: TextMapPropagator) -> None:
         self.tracer = tracer

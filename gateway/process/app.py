@@ -16,7 +16,6 @@ import orjson
 import structlog
 from aiohttp import web
 
-from gateway import tracing
 from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
@@ -34,7 +33,7 @@ from gateway.config.settings import (
     RouteSpec,
     Settings,
 )
-from gateway.core import Failure, FailureKind
+from gateway.core import Failure, FailureKind, tracing
 from gateway.core.limits import DescriptorBudget, Quota
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo

@@ -24,7 +24,7 @@ import aiohttp
 import typer
 from pydantic import ValidationError
 
-from gateway import __version__, otel, tracing
+from gateway import __version__, otel
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
@@ -42,7 +42,7 @@ from gateway.config.settings import (
     describe,
     load_settings,
 )
-from gateway.core import Failure
+from gateway.core import Failure, tracing
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway

@@ -23,7 +23,6 @@ from typing import Any
 
 import structlog
 
-from gateway import tracing
 from gateway.core import (
     Call,
     ClientContext,
@@ -41,6 +40,7 @@ from gateway.core import (
     RequestId,
     ServerProfile,
     Value,
+    tracing,
 )
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport.common import (

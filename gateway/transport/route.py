@@ -11,8 +11,8 @@ from gateway.auth.front import RouteAuth
 from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals
 from gateway.core.limits import Quota
+from gateway.core.tracing import CallObserver
 from gateway.protocol import AdapterSet
-from gateway.tracing import CallObserver
 from gateway.transport.common import CallTap
 from gateway.transport.guard import OriginGuard
 from gateway.transport.sessions import SessionStore

@@ -32,7 +32,6 @@ from typing import Any
 
 import structlog
 
-from gateway import tracing
 from gateway.core import (
     Answer,
     Asker,
@@ -47,6 +46,7 @@ from gateway.core import (
     Outcome,
     Value,
     discard_event,
+    tracing,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter

@@ -507,7 +507,7 @@ def test_with_the_environment_unset_opentelemetry_is_never_imported() -> None:
     opentelemetry module is in the process (a child, whatever this one imported)."""
     script = (
         "import sys\n"
-        "from gateway import otel, tracing\n"
+        "from gateway import otel\nfrom gateway.core import tracing\n"
         "from gateway.process import app, cli\n"
         "from gateway.transport import inbound\n"
         "from gateway.upstream import calls\n"

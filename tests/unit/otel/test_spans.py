@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from gateway import otel, tracing
+from gateway import otel
 from gateway.core import (
     Answer,
     Ask,
@@ -33,6 +33,7 @@ from gateway.core import (
     Outcome,
     ServerProfile,
     Value,
+    tracing,
 )
 from gateway.otel import names
 from gateway.otel.context import parent_of, span_of

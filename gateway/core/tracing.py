@@ -8,7 +8,10 @@ imported.  What a hook does is :class:`Tracing`'s, implemented in
 ``gateway/otel/`` (which may import every layer; this module imports only the
 core, so every layer may read it).
 
-Read it as ``tracing.active`` at the call, never ``from gateway.tracing import
+It lives in the core because every layer reads it and it names only core types;
+the hooks it declares are implemented in ``gateway/otel/``.
+
+Read it as ``tracing.active`` at the call, never ``from gateway.core.tracing import
 active`` (that would keep the None it had at import).
 """
 
