@@ -339,10 +339,9 @@ class UpstreamLink:
         A failed call is sent once more where that cannot harm (upstream/retry.py);
         a link that is one of a route's targets leaves that to the targets."""
         if not self.retrying:
-            return await self._handle_once(call, exchange)
+            return await self.send_once(call, exchange)
         safe = self.tool_is_safe(exchange.principal, call)
-        attempt = partial(self._handle_once, call)
-        return await retry.once_more(call, exchange, safe, attempt, self.note_retry)
+        return await retry.once_more(call, exchange, safe, self)
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list
@@ -357,7 +356,7 @@ class UpstreamLink:
         method = call.operation.value
         log.info("upstream call sent again", route=self.settings.route, method=method, why=why)
 
-    async def _handle_once(self, call: Call, exchange: Exchange) -> Outcome:
+    async def send_once(self, call: Call, exchange: Exchange) -> Outcome:
         try:
             verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         except Failure as failure:

@@ -12,8 +12,7 @@ asked again), never more than once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.core import Answer, Ask, Call, Exchange, Failure, FailureKind, Operation, Outcome
 from gateway.upstream.carriers.base import UNREACHED
@@ -74,25 +73,27 @@ def watched(call: Call, exchange: Exchange, tool_is_safe: bool) -> AskWatch | No
     return AskWatch(exchange)
 
 
-async def once_more(
-    call: Call,
-    exchange: Exchange,
-    tool_is_safe: bool,
-    attempt: Callable[[Exchange], Awaitable[Outcome]],
-    note: Callable[[Call, str], None],
-) -> Outcome:
-    """``attempt`` the call; after a failure, once more where :func:`send_again` says
-    so (``note`` is told why)."""
+class Sender(Protocol):
+    """What sends a call once: a link, or one target of a route's several."""
+
+    async def send_once(self, call: Call, exchange: Exchange) -> Outcome: ...
+
+    def note_retry(self, call: Call, why: str) -> None: ...
+
+
+async def once_more(call: Call, exchange: Exchange, tool_is_safe: bool, sender: Sender) -> Outcome:
+    """Send the call; after a failure, once more where :func:`send_again` says so
+    (the sender is told why)."""
     watch = watched(call, exchange, tool_is_safe)
-    outcome = await attempt(watch.exchange if watch is not None else exchange)
+    outcome = await sender.send_once(call, watch.exchange if watch is not None else exchange)
     if not isinstance(outcome, Failure):
         return outcome
     asked = watch is not None and watch.asked
     why = send_again(call, outcome, tool_is_safe=tool_is_safe, asked=asked)
     if why is None:
         return outcome
-    note(call, why)
-    return await attempt(exchange)
+    sender.note_retry(call, why)
+    return await sender.send_once(call, exchange)
 
 
 class AskWatch:

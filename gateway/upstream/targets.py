@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -171,13 +172,7 @@ class Targets:
     async def _sent(self, index: int, call: Call, exchange: Exchange) -> Outcome:
         """A call that must go to one target: sent once more there where that is safe."""
         safe = self._safe(exchange.principal, call)
-        return await retry.once_more(
-            call,
-            exchange,
-            safe,
-            lambda sent: self._on(index, call, sent),
-            self.links[index].note_retry,
-        )
+        return await retry.once_more(call, exchange, safe, _OnTarget(self, index))
 
     def _safe(self, principal: str, call: Call) -> bool:
         """The tool says running it twice does no harm, in a list this principal read
@@ -391,3 +386,18 @@ class Targets:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checker
         await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _OnTarget:
+    """One target as a :class:`retry.Sender`: a call that must go to it is sent again
+    there, and its retries are counted on it."""
+
+    targets: Targets
+    index: int
+
+    async def send_once(self, call: Call, exchange: Exchange) -> Outcome:
+        return await self.targets._on(self.index, call, exchange)
+
+    def note_retry(self, call: Call, why: str) -> None:
+        self.targets.links[self.index].note_retry(call, why)

@@ -71,3 +71,16 @@ def test_calls_back_up(caller: tuple[str, str], callee: tuple[str, str], exempt:
     assert len(figures["back_up_list"]) == 1
     assert figures["calls_back_up"] == (0 if exempt else 1)
     assert figures["back_up_list"][0].endswith(f"({exempt})" if exempt else callee[1])
+
+
+@pytest.mark.timeout(120)
+def test_the_translated_round_keeps_the_spine_s_targets() -> None:
+    """Issue 38's round, traced in a real gateway in front of the demo server: a change
+    that calls back up a layer (a callback into the module that imports the caller),
+    adds a door or lengthens the spine fails here, not a session later."""
+    from bench import path
+
+    figures = path.run("asyncio", warmup=2, settle=0.2)["spine"]
+    assert figures["calls_back_up"] == 0, figures["back_up_list"]
+    assert figures["handoffs"] <= 30, figures["handoff_list"]
+    assert figures["doors"] <= 20, figures["door_list"]
