@@ -212,13 +212,13 @@ class Endpoint:
             request, headers, log, priming=adapter.primes_streams, keepalive=self.route.keepalive
         )
         if isinstance(arrival.preamble.body, list):
-            answers = [
+            responses = [
                 adapter.encode_failure(f.id, f.failure, None) for f in failures if f.id is not None
             ]
-            answers.extend(await self.pipeline.run_all(arrival, requests, None))
-            if failures and not answers:
+            responses.extend(await self.pipeline.run_all(arrival, requests, None))
+            if failures and not responses:
                 return self._refuse(Refusal(adapter, failures[0].failure))
-            return await responder.finish(answers)
+            return await responder.finish(responses)
         if failures:
             return self._refuse(Refusal(adapter, failures[0].failure, failures[0].id), headers)
         if log is not None and adapter.primes_streams and requests[0].operation in MAY_ASK:

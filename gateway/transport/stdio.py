@@ -131,16 +131,16 @@ class StdioServer:
             return
         if arrival.opened:
             self.session = arrival.session
-        answers = _answerable(arrival)
+        refused = _refused_items(arrival)
         requests = arrival.requests
         if isinstance(preamble.body, list):
             if requests:
-                self.pipeline.spawn(self._answer_batch(arrival, answers))
-            elif answers:
-                await self.send(answers)
+                self.pipeline.spawn(self._answer_batch(arrival, refused))
+            elif refused:
+                await self.send(refused)
             return
-        for answer in answers:
-            await self.send(answer)
+        for response in refused:
+            await self.send(response)
         for call in requests:
             if call.operation is Operation.INITIALIZE:
                 await self._answer(arrival, call)
@@ -193,14 +193,15 @@ class StdioServer:
         if reply.message is not None:
             await self.send(reply.message)
 
-    async def _answer_batch(self, arrival: Arrival, answers: list[dict[str, Any]]) -> None:
-        answers = answers + await self.pipeline.run_all(arrival, arrival.requests, self.send)
-        if answers:
-            await self.send(answers)
+    async def _answer_batch(self, arrival: Arrival, refused: list[dict[str, Any]]) -> None:
+        responses = refused + await self.pipeline.run_all(arrival, arrival.requests, self.send)
+        if responses:
+            await self.send(responses)
 
 
-def _answerable(arrival: Arrival) -> list[dict[str, Any]]:
-    """The decode failures to answer: a notification's gets no answer, even when wrong."""
+def _refused_items(arrival: Arrival) -> list[dict[str, Any]]:
+    """The error responses to the items that failed to decode: a notification's gets
+    none, even when wrong."""
     body, items = arrival.preamble.body, arrival.items
     raw = body if isinstance(body, list) and len(body) == len(items) else [body] * len(items)
     return [

@@ -50,7 +50,13 @@ from gateway.core import (
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import SUBSCRIPTION_ID, Adapter
-from gateway.upstream.carriers.base import Carrier, CarrierError, UpstreamReply, answers, final
+from gateway.upstream.carriers.base import (
+    Carrier,
+    CarrierError,
+    UpstreamReply,
+    final,
+    is_response_to,
+)
 from gateway.upstream.deadlines import Clock, Deadlines
 
 log = structlog.get_logger(__name__)
@@ -276,7 +282,7 @@ class Calls:
         answering = _Answering(self, channel, upstream_id, exchange, headers, clock)
         try:
             async for incoming in reply.messages:
-                if answers(incoming, upstream_id, reply.status):
+                if is_response_to(incoming, upstream_id, reply.status):
                     # As when asks were answered one by one: the call's result is
                     # handed on only once what it asked has been answered.
                     await answering.all_answered()
@@ -362,7 +368,7 @@ class Calls:
         answered = False
         try:
             async for incoming in reply.messages:
-                if answers(incoming, upstream_id, reply.status):
+                if is_response_to(incoming, upstream_id, reply.status):
                     answered = True
                     outcome = adapter.client_read_response(call, incoming)
                     if isinstance(outcome, Failure):

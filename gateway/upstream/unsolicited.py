@@ -28,7 +28,7 @@ import structlog
 from gateway.core import Answer, Asker, AskKind, Event, Exchange, Operation
 from gateway.core import jsonrpc as rpc
 from gateway.upstream.calls import Calls
-from gateway.upstream.carriers.base import CarrierError, answers
+from gateway.upstream.carriers.base import CarrierError, is_response_to
 from gateway.upstream.carriers.demux import SESSION_NOTIFICATIONS
 from gateway.upstream.open_session import UpstreamSession
 
@@ -121,7 +121,7 @@ class Unsolicited:
                 exchange = await session.carrier.request(ping, session.headers)
                 try:
                     async for message in exchange.messages:
-                        if answers(message, request_id, exchange.status):
+                        if is_response_to(message, request_id, exchange.status):
                             return
                         await self.take(session, message)
                 finally:

@@ -2,7 +2,7 @@
 
 - ``base``: what every carrier offers the link (``Carrier``, ``UpstreamReply``,
   ``CarrierError``), what a carrier's error means to a call, and the one rule
-  for which message answers a request (``answers``, ``final``);
+  for which message answers a request (``is_response_to``, ``final``);
 - ``stdio``, ``streamable`` (Streamable HTTP) and ``legacy_sse`` (HTTP+SSE,
   and the probe that finds such a server): the carriers;
 - ``httpio``: the HTTP carriers' shared I/O (opening requests, bodies, errors,

@@ -2,7 +2,7 @@
 
 ``Carrier``, the ``UpstreamReply`` to one request, ``CarrierError`` and what it
 means to a call (``carrier_failure``), and the one rule for which message
-answers a request (``answers``, ``final``), which the carriers and their
+answers a request (``is_response_to``, ``final``), which the carriers and their
 callers share.
 
 A carrier moves JSON-RPC messages (already-parsed dicts) to and from one
@@ -64,7 +64,7 @@ class CarrierError(Exception):
         return self.status in REFUSED
 
 
-def answers(message: Message, request_id: Any, status: int = 200) -> bool:
+def is_response_to(message: Message, request_id: Any, status: int = 200) -> bool:
     """Whether ``message`` answers ``request_id`` in a reply of HTTP ``status``.
 
     A response with the request's id does.  So does an error with a null (or no)
@@ -118,7 +118,7 @@ async def final(exchange: UpstreamReply, request_id: Any) -> Message:
     """The message that answers ``request_id`` in ``exchange``, skipping what comes
     before it; CarrierError when the exchange ends without one."""
     async for message in exchange.messages:
-        if answers(message, request_id, exchange.status):
+        if is_response_to(message, request_id, exchange.status):
             return message
     raise CarrierError("the upstream closed the exchange before answering")
 

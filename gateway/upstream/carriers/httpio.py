@@ -20,7 +20,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from gateway.upstream.carriers.base import CarrierError, Message, answers
+from gateway.upstream.carriers.base import CarrierError, Message, is_response_to
 from gateway.upstream.carriers.redirects import MAX_HOPS, REDIRECTS, RedirectPolicy, redacted
 from gateway.wire.sse import SseError, SseEvent, SseParser
 
@@ -314,7 +314,7 @@ class SseReply:
                             status=405,
                         )
                     for message in event_messages(event):
-                        if answer and answers(message, request_id, self._resp.status):
+                        if answer and is_response_to(message, request_id, self._resp.status):
                             # Let go of the response before handing over the
                             # answer: a consumer may stop iterating right there.
                             self._finish()

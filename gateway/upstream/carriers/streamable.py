@@ -25,7 +25,7 @@ from gateway.upstream.carriers.base import (
     Message,
     UpstreamReply,
     Where,
-    answers,
+    is_response_to,
 )
 from gateway.upstream.carriers.h1 import H1Pool, usable
 from gateway.upstream.carriers.httpio import (
@@ -214,7 +214,7 @@ class StreamableHttpCarrier(Carrier):
                 body=body[:MAX_ERROR_BODY],
             )
         messages = decode_messages(body, status=status)
-        final = next((m for m in messages if answers(m, request_id, status)), None)
+        final = next((m for m in messages if is_response_to(m, request_id, status)), None)
         if final is None:
             raise CarrierError(
                 "upstream's JSON answer holds no response to the request",

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from gateway.upstream.carriers.base import CarrierError, Message, UpstreamReply, answers, final
+from gateway.upstream.carriers.base import (
+    CarrierError,
+    Message,
+    UpstreamReply,
+    final,
+    is_response_to,
+)
 
 ERROR = {"code": -32600, "message": "bad"}
 
@@ -32,8 +38,8 @@ ERROR = {"code": -32600, "message": "bad"}
         ({"jsonrpc": "2.0", "id": 1}, 200, False),
     ],
 )
-def test_answers(message: Message, status: int, expected: bool) -> None:
-    assert answers(message, 1, status) is expected
+def test_is_response_to(message: Message, status: int, expected: bool) -> None:
+    assert is_response_to(message, 1, status) is expected
 
 
 def exchange_of(status: int, *messages: dict[str, Any]) -> UpstreamReply:
