@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -317,20 +318,23 @@ def print_table(figures: dict[str, Any]) -> None:
             )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.clientside", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=3000, help="per lane and round")
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     figures = asyncio.run(run(args.rounds, args.calls, args.warmup, args.loop == "uvloop"))
     if args.json:
         print(json.dumps(figures, indent=1))
     else:
         print_table(figures)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

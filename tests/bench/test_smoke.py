@@ -92,3 +92,15 @@ def test_storeops_counts_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(report["kinds"]) == list(storeops.KINDS)
     assert report["kinds"]["session request, other replica"]["sent"] >= 0.5
     assert report["redis"]
+
+
+def test_clientside_drives_every_lane_and_reports_each_process_s_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import clientside
+
+    report = run_json(clientside.main, ["--rounds", "1", "--calls", "64", "--warmup", "16"], capsys)
+    assert list(report["lanes"]) == [lane.key for lane in clientside.LANES]
+    for lane in report["lanes"].values():
+        assert lane["calls_per_s"] > 0 and lane["mid_syscalls"] > 0, lane
+        assert lane["answer"] in ("json", "event-stream", "event-stream,json"), lane

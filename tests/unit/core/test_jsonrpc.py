@@ -71,3 +71,29 @@ def test_stored_objects_are_read_back_or_none() -> None:
 )
 def test_ids_mcp_accepts(value: Any, valid: bool) -> None:
     assert rpc.valid_id(value) is valid
+
+
+# ------------------------------------------- a response's id from a line's head
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 7, "result": {"blob": "yyy', 7),
+        (b' {"id":"a","error":{"code":1', "a"),
+        (b'{"id": 7, "jsonrpc": "2.0", "result":', 7),
+        # A request of the server's: its id is in the server's numbering.
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params"', None),
+        (b'{"method": "x", "id": 7, "result": 1', None),
+        # A nested value before the result: where it ends is past the head.
+        (b'{"meta": {"id": 8}, "id": 7, "result": 1', None),
+        (b'{"tags": ["a"], "id": 7, "result": 1', None),
+        (b'{"id": true, "result": 1', None),  # no valid id
+        (b'{"id" 7, "result": 1', None),  # no colon
+        (b'[{"id": 7, "result": 1', None),  # a batch
+        (b'{"id": 7', None),  # cut short before the result
+        (b'{"id": 7, "result": "\xff\xfe', 7),  # a head cut inside a character
+    ],
+)
+def test_response_id_reads_only_what_the_head_shows(head: bytes, expected: object) -> None:
+    assert rpc.response_id(head) == expected
