@@ -14,8 +14,8 @@ by what *every* process spends per call, not only by the proxy in the middle.
 
 Besides calls per second, each lane reports what each process spent per call
 (user and system CPU, from ``/proc/PID/stat``: the client, the proxy or
-gateway, the upstream), the middle's system calls and context switches per
-call (``/proc/PID/io``, ``/proc/PID/status``), and the answer the client got
+gateway, the upstream), the middle's context switches per
+call (``/proc/PID/status``), and the answer the client got
 (content type, bytes). ``bench.instructions`` counts only the middle's
 user-space instructions; the difference between the two measures is in these
 columns (bench/README.md, "The two measures").
@@ -70,7 +70,6 @@ class Usage:
 
     user: float
     system: float
-    syscalls: int = 0
     switches: int = 0
 
     @classmethod
@@ -80,22 +79,13 @@ class Usage:
             return cls(times.user, times.system)
         stat = Path(f"/proc/{pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()
-        io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
         status = Path(f"/proc/{pid}/status").read_text().splitlines()
         switches = sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
-        return cls(
-            int(fields[11]) / TICKS,
-            int(fields[12]) / TICKS,
-            int(io["syscr"]) + int(io["syscw"]),
-            switches,
-        )
+        return cls(int(fields[11]) / TICKS, int(fields[12]) / TICKS, switches)
 
     def __sub__(self, other: Usage) -> Usage:
         return Usage(
-            self.user - other.user,
-            self.system - other.system,
-            self.syscalls - other.syscalls,
-            self.switches - other.switches,
+            self.user - other.user, self.system - other.system, self.switches - other.switches
         )
 
 
@@ -264,7 +254,7 @@ def report(bench: Bench, rounds: int, calls: int, uvloop: bool) -> dict[str, Any
 
 
 def _costs(cell: Cell) -> dict[str, Any]:
-    """Per call: each process's user and system CPU (us), the middle's syscalls and switches."""
+    """Per call: each process's user and system CPU (us), the middle's context switches."""
     costs: dict[str, Any] = {}
     for who in ("client", "mid", "upstream"):
         costs[f"{who}_user_us"] = round(cell.per_call(who, lambda u: u.user), 1)
@@ -273,7 +263,6 @@ def _costs(cell: Cell) -> dict[str, Any]:
         sum(costs[f"{w}_{k}_us"] for w in ("client", "mid", "upstream") for k in ("user", "sys")),
         1,
     )
-    costs["mid_syscalls"] = round(cell.per_call("mid", lambda u: u.syscalls, 1), 2)
     costs["mid_switches"] = round(cell.per_call("mid", lambda u: u.switches, 1), 2)
     costs["answer"] = ",".join(sorted(t.split("/")[-1] for t in cell.content_types))
     costs["answer_bytes"] = round(cell.answer_bytes / max(cell.calls, 1))
@@ -290,7 +279,6 @@ COLUMNS = (
     ("upstream_user_us", "up usr"),
     ("upstream_sys_us", "up sys"),
     ("all_cpu_us", "all us"),
-    ("mid_syscalls", "mid sysc"),
     ("mid_switches", "mid csw"),
     ("answer_bytes", "bytes"),
     ("answer", "answer"),
@@ -304,7 +292,7 @@ def print_table(figures: dict[str, Any]) -> None:
         f"{figures['loop']}; {figures['cpus']} CPUs; load average after "
         f"{[round(x, 2) for x in figures['load_average']]}"
     )
-    print("per call: CPU us of each process (user, system), the middle's syscalls and switches")
+    print("per call: CPU us of each process (user, system), the middle's context switches")
     print(f"{'lane':48} " + " ".join(f"{title:>9}" for _, title in COLUMNS))
     for lane in figures["lanes"].values():
         row = " ".join(f"{lane[key]!s:>9}" for key, _ in COLUMNS)

@@ -102,5 +102,5 @@ def test_clientside_drives_every_lane_and_reports_each_process_s_cost(
     report = run_json(clientside.main, ["--rounds", "1", "--calls", "64", "--warmup", "16"], capsys)
     assert list(report["lanes"]) == [lane.key for lane in clientside.LANES]
     for lane in report["lanes"].values():
-        assert lane["calls_per_s"] > 0 and lane["mid_syscalls"] > 0, lane
+        assert lane["calls_per_s"] > 0 and lane["mid_user_us"] >= 0, lane  # (10 ms ticks)
         assert lane["answer"] in ("json", "event-stream", "event-stream,json"), lane

@@ -67,3 +67,17 @@ def test_finished_streams_are_forgotten_once_their_events_are() -> None:
     empty = log.open()
     log.finish(empty)
     assert log.after(f"{empty}.0") is None
+
+
+def test_streams_that_never_kept_an_event_stay_bounded_and_the_newest_stays() -> None:
+    """Dropped POSTs (a stream opened, never written, never finished) are forgotten
+    once they pass the bound, the newest kept; a stream with events is not."""
+    log = EventLog(max_events=4)
+    kept = log.open()
+    frame = log.record(kept, "{}")
+    newest = 0
+    for _ in range(1000):
+        newest = log.open()
+        assert len(log._streams) <= 2 * 4 + 1
+    assert newest in log._streams
+    assert log.after(f"{kept}.0") == (kept, [frame], False)
