@@ -2,6 +2,7 @@
 
     python -m bench.clientside                 # 6 rotated rounds of 3,000 calls per lane, uvloop
     python -m bench.clientside --loop asyncio  # the gateway and the reference proxy on asyncio
+    python -m bench.clientside --ref-loop asyncio   # the proxy on aiohttp's default loop
     python -m bench.clientside --rounds 2 --calls 500 --json
 
 This is the issue 38 measure, kept so anyone can repeat it: one aiohttp client
@@ -201,9 +202,9 @@ class Bench:
                 await worker.close()
 
 
-def start(lab: Lab, uvloop: bool) -> Bench:
+def start(lab: Lab, uvloop: bool, ref_uvloop: bool) -> Bench:
     up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
-    proxy_extra = ["--uvloop"] if uvloop else []
+    proxy_extra = ["--uvloop"] if ref_uvloop else []
     mids = {
         "ref-L": lab.refproxy("ref-L", up["L"].url, extra=proxy_extra),
         "ref-M": lab.refproxy("ref-M", up["M"].url, extra=proxy_extra),
@@ -213,21 +214,23 @@ def start(lab: Lab, uvloop: bool) -> Bench:
     return Bench(lab, mids, {key: u.proc for key, u in up.items()})
 
 
-async def run(rounds: int, calls: int, warmup: int, uvloop: bool) -> dict[str, Any]:
+async def run(
+    rounds: int, calls: int, warmup: int, uvloop: bool, ref_uvloop: bool
+) -> dict[str, Any]:
     lab = Lab()
     try:
-        bench = start(lab, uvloop)
+        bench = start(lab, uvloop, ref_uvloop)
         await bench.open(warmup)
         for r in range(rounds):
             for lane in LANES[r % len(LANES) :] + LANES[: r % len(LANES)]:
                 await bench.cell(lane, calls)
         await bench.close()
-        return report(bench, rounds, calls, uvloop)
+        return report(bench, rounds, calls, uvloop, ref_uvloop)
     finally:
         lab.close()
 
 
-def report(bench: Bench, rounds: int, calls: int, uvloop: bool) -> dict[str, Any]:
+def report(bench: Bench, rounds: int, calls: int, uvloop: bool, ref_uvloop: bool) -> dict[str, Any]:
     lanes: dict[str, Any] = {}
     for lane in LANES:
         cell = bench.cells[lane.key]
@@ -244,6 +247,7 @@ def report(bench: Bench, rounds: int, calls: int, uvloop: bool) -> dict[str, Any
         }
     return {
         "loop": "uvloop" if uvloop else "asyncio",
+        "ref_loop": "uvloop" if ref_uvloop else "asyncio",
         "rounds": rounds,
         "calls_per_lane_and_round": calls,
         "workers": WORKERS,
@@ -289,7 +293,8 @@ def print_table(figures: dict[str, Any]) -> None:
     print(
         f"{figures['workers']} workers, each its own connection; {figures['rounds']} rotated "
         f"rounds of {figures['calls_per_lane_and_round']} calls per lane; loop "
-        f"{figures['loop']}; {figures['cpus']} CPUs; load average after "
+        f"{figures['loop']} (reference proxy: {figures['ref_loop']}); {figures['cpus']} CPUs; "
+        "load average after "
         f"{[round(x, 2) for x in figures['load_average']]}"
     )
     print("per call: CPU us of each process (user, system), the middle's context switches")
@@ -314,9 +319,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=3000, help="per lane and round")
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    # Default: the proxy on the gateway's loop. ``asyncio`` is aiohttp's own default,
+    # as a byte proxy is usually run (issue 38 measured that way).
+    parser.add_argument("--ref-loop", choices=("same", "uvloop", "asyncio"), default="same")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    figures = asyncio.run(run(args.rounds, args.calls, args.warmup, args.loop == "uvloop"))
+    ref_loop = args.loop if args.ref_loop == "same" else args.ref_loop
+    figures = asyncio.run(
+        run(args.rounds, args.calls, args.warmup, args.loop == "uvloop", ref_loop == "uvloop")
+    )
     if args.json:
         print(json.dumps(figures, indent=1))
     else:
