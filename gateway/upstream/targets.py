@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ MAX_TASKS = 10_000
 MAX_TASKS_PER_PRINCIPAL = 1_000
 DEFAULT_CHECK_EVERY = 5.0
 DEFAULT_CHECK_WITHIN = 3.0
+# A round of checks this recent stands for a new one: /readyz scraped often (or by
+# several scrapers) does not open a connection to every target each time.
+FRESH_CHECKS = 1.0
 
 
 class Targets:
@@ -73,6 +77,8 @@ class Targets:
         self.outstanding = [0] * len(links)
         self.check_every, self.check_within = check_every, check_within
         self._clock = clock
+        self._round: asyncio.Future[None] | None = None  # the round of checks under way
+        self._checked_at = -math.inf
         self._pins: dict[str, int] = {}  # a client session's key -> its target
         self._task_targets: dict[str, int] = {}
         self._tasks: FairTable[str] = FairTable(
@@ -291,7 +297,17 @@ class Targets:
             await asyncio.sleep(self.check_every)
 
     async def check_all(self) -> None:
+        """Every target checked: by the round under way, or the last one if it is
+        fresh (under ``FRESH_CHECKS`` s, and under ``check_every``), else a new one."""
+        if self._round is None or self._round.done():
+            if self._clock() - self._checked_at < min(FRESH_CHECKS, self.check_every):
+                return
+            self._round = asyncio.ensure_future(self._check_round())
+        await asyncio.shield(self._round)  # one caller leaving does not stop the round
+
+    async def _check_round(self) -> None:
         await asyncio.gather(*(self.check(i) for i in range(len(self.links))))
+        self._checked_at = self._clock()
 
     async def check(self, index: int) -> None:
         """One active check: the target is reachable and speaks the route's era."""
@@ -381,10 +397,11 @@ class Targets:
         return total
 
     async def close(self) -> None:
-        if self._checker is not None:
-            self._checker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._checker
+        for task in (self._checker, self._round):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,3 +217,31 @@ async def test_one_callers_flood_of_tasks_never_forgets_anothers(
         await targets.handle(call(), by("mallory"))
     assert targets._task_targets[alice_task] == where
     assert targets._tasks.held("mallory") == module.MAX_TASKS_PER_PRINCIPAL
+
+
+async def test_checks_asked_together_or_soon_after_are_one_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/readyz scraped by several scrapers, or often: one round of checks at a time,
+    and a round under a second old stands for a new one."""
+    now = [0.0]
+    targets = make(FakeLink("a"), FakeLink("b"), now=now)
+    asked: list[str] = []
+    gate = asyncio.Event()
+
+    async def problem(link: FakeLink) -> None:
+        asked.append(link.settings.url)
+        await gate.wait()
+
+    monkeypatch.setattr(targets, "_problem", problem)
+    together = [asyncio.ensure_future(targets.check_all()) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(*together)
+    assert len(asked) == 2  # each target once
+    now[0] = 0.9
+    await targets.check_all()
+    assert len(asked) == 2  # fresh
+    now[0] = 1.1
+    await targets.check_all()
+    assert len(asked) == 4
