@@ -21,8 +21,7 @@ from typing import Any
 import orjson
 
 from gateway.cluster.store import MAX_RESULTS, Replica
-from gateway.policy import MAX_BUCKETS, Limit, Taken
-from gateway.policy.buckets import full_after, take_one_each
+from gateway.policy import MAX_BUCKETS, Limit, Taken, full_after, take_one_each
 
 # Used-state markers older than this many of their own TTLs are swept now and then.
 _SWEEP_EVERY = 256
