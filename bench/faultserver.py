@@ -81,14 +81,16 @@ class FaultServer:
         if self.mode == "500":
             return web.Response(status=500, text="internal error")
         if self.mode == "reset":
-            _reset(request)
+            reset_connection(request)
             return web.Response(status=500)
         if self.mode == "slow":
             await asyncio.sleep(SLOW)
         return web.Response(body=orjson.dumps(message), content_type="application/json")
 
 
-def _reset(request: web.Request) -> None:
+def reset_connection(request: web.Request) -> None:
+    """Drop the request's connection with a TCP RST (SO_LINGER 0), mid-answer (the
+    e2e fakes use it too)."""
     transport = request.transport
     assert transport is not None
     sock = transport.get_extra_info("socket")

@@ -46,13 +46,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import struct
 import sys
 import uuid
 from typing import Any
 
 from aiohttp import web
+
+from bench.faultserver import reset_connection
 
 BEHAVIOURS = (
     "flaky",
@@ -524,7 +524,7 @@ class FakeUpstream:
             await self.released.wait()
             return stream
         assert behaviour == "reset"
-        _reset(request)
+        reset_connection(request)
         return stream
 
     async def _flaky_call(self, request: web.Request, id_: Any, name: str) -> web.StreamResponse:
@@ -535,7 +535,7 @@ class FakeUpstream:
         stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
         await stream.write(b": working\n\n")
-        _reset(request)  # the answer is lost on the way
+        reset_connection(request)  # the answer is lost on the way
         return stream
 
     # ----------------------------------------------------------- the `tasks` behaviour
@@ -720,17 +720,6 @@ def _answer_text(method: str, answer: dict[str, Any]) -> str:
     content = result.get("content")
     values = content.values() if isinstance(content, dict) else ()
     return " ".join(str(v) for v in values)
-
-
-def _reset(request: web.Request) -> None:
-    """Drop the connection with a TCP RST (SO_LINGER 0), mid-body."""
-    transport = request.transport
-    assert transport is not None
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
 
 
 async def _main(behaviour: str, port: int) -> None:
