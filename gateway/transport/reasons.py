@@ -74,11 +74,18 @@ def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
         headers.setdefault("Retry-After", RETRY_AFTER[failure.kind])
         # Said in the message's own words too, for clients that never see the header
         # (stdio, a JSON-RPC error at HTTP 200).
-        seconds = headers["Retry-After"]
-        data = {"retryAfterSeconds": int(seconds) if seconds.isdigit() else 5}
+        data = {"retryAfterSeconds": _seconds(headers["Retry-After"])}
     return replace(
         failure,
         message=f"route {route}: {said} (request id {request_id()})",
         data=data,
         headers=headers,
     )
+
+
+def _seconds(value: str) -> int:
+    """A ``Retry-After`` of whole seconds (ASCII digits, a sane length) as a number;
+    anything else (an HTTP date, other scripts' digits) as the default 5."""
+    if value.isascii() and value.isdigit() and len(value) <= 9:
+        return int(value)
+    return 5

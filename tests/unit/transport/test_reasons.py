@@ -18,8 +18,9 @@ def test_when_to_try_again_is_said_in_the_data_too() -> None:
 
 
 def test_a_retry_after_that_is_no_number_of_seconds_never_breaks_the_answer() -> None:
-    odd = Failure(FailureKind.UPSTREAM_DOWN, "down", headers={"Retry-After": "Wed, 21 Oct"})
-    assert for_client(odd, "/mcp", []).data == {"retryAfterSeconds": 5}
+    for value in ("Wed, 21 Oct", "\u00b2", "\u0661\u0662", "9" * 5000, "-1", ""):
+        odd = Failure(FailureKind.UPSTREAM_DOWN, "down", headers={"Retry-After": value})
+        assert for_client(odd, "/mcp", []).data == {"retryAfterSeconds": 5}, value
 
 
 def test_a_clients_own_failure_is_left_as_it_is() -> None:
