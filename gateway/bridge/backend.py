@@ -49,11 +49,13 @@ class Backend:
     ) -> None:
         self.link = link
         self.targets = targets
+        # What the forwarder calls and the figures are read from: the targets as one.
+        self.upstream: UpstreamLink | Targets = targets or link
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
         sealer = sealer or StateSealer(ttl=DEFAULT_PARK_TTL)
         self.forwarder = Forwarder(
-            targets or link,
+            self.upstream,
             adapters=adapters,
             sealer=sealer,
             park_ttl=sealer.ttl,
@@ -83,7 +85,7 @@ class Backend:
         Cached for as long as the upstream's verdict holds: a re-probe (the
         upstream changed) gives a fresh profile.
         """
-        verdict = await (self.targets or self.link).ensure(principal, headers)
+        verdict = await self.upstream.ensure(principal, headers)
         if self.known is not None and verdict is self._known_for:
             return self.known  # cleared whenever a verdict changes: still this one's
         profile = verdict.profile.model_copy(
@@ -120,17 +122,17 @@ class Backend:
 
     def upstream_connections(self) -> tuple[int, int]:
         """Pooled connections to the upstream: (carrying a request, idle)."""
-        return (self.targets or self.link).pool_counts()
+        return self.upstream.pool_counts()
 
     def upstream_sessions(self) -> int:
-        return (self.targets or self.link).session_count()
+        return self.upstream.session_count()
 
     def tool_index_restarts(self) -> int:
-        return (self.targets or self.link).tool_index_restarts()
+        return self.upstream.tool_index_restarts()
 
     def upstream_retries(self) -> dict[str, int]:
         """Calls sent once more after a failure, by why (gateway/upstream/retry.py)."""
-        return dict((self.targets or self.link).retries)
+        return dict(self.upstream.retries)
 
     async def ready(self, within: float) -> dict[str, Any]:
         """Ready: the upstream's era is known and its port still takes connections (a

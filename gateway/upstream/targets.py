@@ -200,15 +200,18 @@ class Targets:
             was = health.state
             health.failed(now, outcome.message)
             if health.state is State.OUT and was is not State.OUT:
-                log.warning(
-                    "upstream target ejected",
-                    route=self.settings.route,
-                    target=self.name(index),
-                    reason=outcome.message,
-                    retry_in=health.retry_after(now),
-                )
+                self._ejected(index, outcome.message, now)
         else:
             health.succeeded(now)
+
+    def _ejected(self, index: int, reason: str, now: float) -> None:
+        log.warning(
+            "upstream target ejected",
+            route=self.settings.route,
+            target=self.name(index),
+            reason=reason,
+            retry_in=self.health[index].retry_after(now),
+        )
 
     def _forget_task(self, task_id: str) -> None:
         self._task_targets.pop(task_id, None)
@@ -321,13 +324,7 @@ class Targets:
                 health.succeeded(now)  # the count of its calls' failures (slow, 5xx)
         elif health.state is not State.OUT:
             health.failed(now, problem, at_once=True)
-            log.warning(
-                "upstream target ejected",
-                route=self.settings.route,
-                target=self.name(index),
-                reason=problem,
-                retry_in=health.retry_after(now),
-            )
+            self._ejected(index, problem, now)
         else:
             health.failed(now, problem, at_once=True)  # still down: out for longer
 
