@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from gateway import __version__
 from gateway.core import Operation
+from gateway.core.redaction import REDACTED, is_secret_key, redact, scrub
 
 if TYPE_CHECKING:
     from gateway.transport.route import Route
@@ -75,6 +76,7 @@ def configure_logging(
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         one_line_http_errors,
+        redact_fields,
         truncate_fields,
         escape_control,
     ]
@@ -139,6 +141,24 @@ def escape_control(
     for key, value in event.items():
         if isinstance(value, str) and not key.startswith("_") and _CONTROL.search(value):
             event[key] = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    return event
+
+
+def redact_fields(
+    logger: Any, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """The one redaction rule (gateway.core.redaction) on every line: a secret-looking
+    field's value is never written, nor a URL's user info or query values."""
+    for key, value in event.items():
+        if key.startswith("_") or key == "exc_info":
+            continue
+        if is_secret_key(key):
+            event[key] = REDACTED
+        elif isinstance(value, str):
+            if "://" in value or "@" in value or "gw1." in value:
+                event[key] = scrub(value)
+        elif isinstance(value, dict | list | tuple):
+            event[key] = redact(value)
     return event
 
 

@@ -44,6 +44,7 @@ from gateway.bridge.backend import (
     DEFAULT_PARK_TTL_OVER_QUOTA,
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
+from gateway.config.headers import HeaderError, static_headers
 from gateway.config.route_options import (
     BY_NAME,
     ROUTE_KEYS,
@@ -52,6 +53,8 @@ from gateway.config.route_options import (
     split_outside_quotes,
     unquote,
 )
+from gateway.core.redaction import REDACTED, is_secret_key, scrub
+from gateway.core.urls import http_url
 from gateway.policy import Rate, Rule
 from gateway.transport.route import (
     DEFAULT_BODY_TIMEOUT,
@@ -215,16 +218,18 @@ class RouteSpec(BaseModel):
     @field_validator("public_url", "auth_issuer", "auth_jwks_uri", "auth_introspection_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s):// URL")
+        if value is not None:
+            http_url(value)
         return value
 
     @field_validator("also")
     @classmethod
     def _also(cls, value: list[str]) -> list[str]:
-        for url in value:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url[:100]!r}: every target must be an http(s):// URL")
+        for number, url in enumerate(value, 1):
+            try:
+                http_url(url)
+            except ValueError as exc:
+                raise ValueError(f"target {number} ({scrub(url)[:100]}): {exc}") from None
         return value
 
     @model_validator(mode="after")
@@ -266,6 +271,7 @@ class RouteSpec(BaseModel):
             return value
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http(s):// URL or stdio:COMMAND")
+        http_url(value)
         return value
 
     def forwarded_headers(self) -> tuple[str, ...]:
@@ -321,56 +327,44 @@ class RouteSpec(BaseModel):
     def parse(cls, text: str) -> RouteSpec:
         """``PATH=UPSTREAM[,key=value...]``, the `--route` syntax."""
         path, sep, rest = text.partition("=")
+        shown = scrub(text)  # the route as its errors repeat it: no URL's secrets
         if not sep or not path.startswith("/") or not rest:
             raise SettingsError(
-                f"--route {text!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
+                f"--route {shown!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
             )
         try:
             upstream, *options = split_outside_quotes(rest)
             values: dict[str, Any] = {"path": path, **parse_options(options)}
         except ValueError as exc:
-            raise SettingsError(f"--route {text!r}: {exc}") from None
+            raise SettingsError(f"--route {shown!r}: {scrub(str(exc))}") from None
         # A URL's quotes are the --route's; a stdio command keeps them for its shlex split.
         values["upstream"] = upstream if upstream.startswith(STDIO_PREFIX) else unquote(upstream)
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            raise SettingsError(f"--route {text!r}: {describe(exc)}") from exc
+            raise SettingsError(f"--route {shown!r}: {describe(exc)}") from None
 
     def upstream_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The static upstream headers, read from the environment and files now."""
         environ = os.environ if environ is None else environ
-        headers: dict[str, str] = {}
-        for header, variable in self.headers_from_env.items():
-            value = environ.get(variable)
-            if value is None:
-                raise SettingsError(
-                    f"route {self.path}: headers_from_env.{header}: "
-                    f"environment variable {variable} is not set"
-                )
-            headers[header] = value
-        for header, file in self.headers_from_file.items():
-            try:
-                headers[header] = Path(file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise SettingsError(
-                    f"route {self.path}: headers_from_file.{header}: cannot read {file}: "
-                    f"{exc.strerror or exc}"
-                ) from exc
-        return headers
+        try:
+            return static_headers(self.path, self.headers_from_env, self.headers_from_file, environ)
+        except HeaderError as exc:
+            raise SettingsError(str(exc)) from None
 
     def introspection_auth(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The Authorization header for the introspection endpoint, read now."""
         variable = self.auth_introspection_auth_env
         if variable is None:
             return None
-        value = (os.environ if environ is None else environ).get(variable)
-        if value is None:
-            raise SettingsError(
-                f"route {self.path}: auth_introspection_auth_env: "
-                f"environment variable {variable} is not set"
-            )
-        return value
+        environ = os.environ if environ is None else environ
+        try:  # read as a static header is: Authorization from that variable
+            return static_headers(self.path, {"Authorization": variable}, {}, environ)[
+                "Authorization"
+            ]
+        except HeaderError as exc:
+            said = str(exc).replace("headers_from_env.Authorization", "auth_introspection_auth_env")
+            raise SettingsError(said) from None
 
 
 def check_rate(value: str | None) -> str | None:
@@ -622,8 +616,19 @@ def describe(exc: ValidationError) -> str:
         elif error["type"] == "missing":
             parts.append(f"{key}: required")
         else:
-            parts.append(f"{key} = {error['input']!r}: {message}")
+            shown = REDACTED if any(map(_secret_place, error["loc"])) else error["input"]
+            parts.append(f"{key} = {scrub(repr(shown))}: {scrub(message)}")
     return _one_line("; ".join(parts))
+
+
+def _secret_place(part: int | str) -> bool:
+    """A place in the settings whose value may be a secret: a secret-looking name that
+    is no setting or route option (an env= variable's, a header's; ``auth`` is not)."""
+    return (
+        part not in RouteSpec.model_fields
+        and part not in Settings.model_fields
+        and (is_secret_key(part))
+    )
 
 
 def _nearest(loc: tuple[int | str, ...]) -> str:

@@ -1,6 +1,12 @@
 """Who may use the console: the token (HTTP Basic's password, or a bearer token),
-checked on every request in constant time; a CSRF token on every POST; and a rate
-limit of the console's own, so that it cannot be used to load the gateway."""
+checked on every request in constant time; a CSRF token on every POST; and rate
+limits of the console's own, so that it cannot be used to load the gateway.
+
+Two budgets, so that nobody can lock the operator out: requests that carry the valid
+token share one; every other request (a wrong guess, no token) takes from its source
+address's own, so a burst of guesses is refused (429) without touching the operator's.
+Header values are compared as the bytes the client sent (aiohttp keeps undecodable
+bytes as surrogates), so no token, however it is encoded, can fail the comparison."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import OrderedDict
 
 from aiohttp import web
 
@@ -37,23 +44,47 @@ class Bucket:
         return True
 
 
+# Source addresses whose budgets are kept at once (the least recently seen forgotten:
+# a forgotten source starts again with a full budget, as a new one would).
+SOURCES_KEPT = 4096
+
+
 class Access:
     def __init__(self, token: str, rate: float) -> None:
         # Only a digest is kept: compared in constant time, never shown.
-        self._digest = hashlib.sha256(token.encode()).digest()
+        self._digest = hashlib.sha256(_raw(token)).digest()
         # CSRF tokens are per process: a page's token is good until a restart.
         self.csrf = secrets.token_urlsafe(24)
-        self.bucket = Bucket(rate, rate * 2)
+        self.rate = rate
+        self.bucket = Bucket(rate, rate * 2)  # the requests that carry the token
+        self._sources: OrderedDict[str, Bucket] = OrderedDict()
+
+    def admit(self, request: web.Request) -> bool | None:
+        """True: the token is good and its budget allows; False: no or a wrong token,
+        within its source's budget (answer 401); None: over the budget (429)."""
+        if self.allowed(request):
+            return True if self.bucket.take() else None
+        return False if self._source(request.remote or "").take() else None
+
+    def _source(self, address: str) -> Bucket:
+        bucket = self._sources.get(address)
+        if bucket is None:
+            bucket = self._sources[address] = Bucket(self.rate, self.rate * 2)
+            if len(self._sources) > SOURCES_KEPT:
+                self._sources.popitem(last=False)
+        else:
+            self._sources.move_to_end(address)
+        return bucket
 
     def allowed(self, request: web.Request) -> bool:
         given = _credential(request.headers.get("Authorization", ""))
         if given is None:
             return False
-        return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), self._digest)
+        return hmac.compare_digest(hashlib.sha256(given).digest(), self._digest)
 
     def csrf_ok(self, request: web.Request) -> bool:
-        given = request.headers.get("X-Console-CSRF", "")
-        return hmac.compare_digest(given.encode(), self.csrf.encode())
+        given = _raw(request.headers.get("X-Console-CSRF", ""))
+        return hmac.compare_digest(given, self.csrf.encode())
 
     @staticmethod
     def unauthorized() -> web.Response:
@@ -61,16 +92,21 @@ class Access:
         return web.Response(status=401, headers={"WWW-Authenticate": REALM})
 
 
-def _credential(header: str) -> str | None:
+def _raw(text: str) -> bytes:
+    """A header value as the bytes sent (undecodable ones are surrogates in aiohttp)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _credential(header: str) -> bytes | None:
     scheme, _, value = header.partition(" ")
     scheme = scheme.lower()
     if scheme == "bearer":
-        return value.strip() or None
+        return _raw(value.strip()) or None
     if scheme != "basic":
         return None
     try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+        decoded = base64.b64decode(_raw(value.strip()), validate=True)
+    except (binascii.Error, ValueError):
         return None
-    _, sep, password = decoded.partition(":")
+    _, sep, password = decoded.partition(b":")
     return password if sep else None

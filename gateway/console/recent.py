@@ -17,27 +17,9 @@ from gateway.console.wiretap import UpstreamWires
 from gateway.core import Failure, ServerProfile
 from gateway.core.call import Call
 from gateway.core.outcome import InputRequired, Outcome
+from gateway.core.redaction import redact
 
 __all__ = ["CallRecord", "RecentCalls", "redact"]
-
-# Keys whose values are never shown, at any depth of a recorded body.
-SECRET_KEYS = frozenset(
-    {
-        "authorization",
-        "token",
-        "access_token",
-        "refresh_token",
-        "password",
-        "secret",
-        "api_key",
-        "apikey",
-        "cookie",
-        "requeststate",
-        "state",
-        "client_secret",
-    }
-)
-REDACTED = "[redacted]"
 
 
 @dataclass(slots=True)
@@ -179,18 +161,6 @@ class RecentCalls:
 
 def outcome_name(outcome: Outcome) -> str:
     return outcome.kind.value if isinstance(outcome, Failure) else type(outcome).__name__.lower()
-
-
-def redact(value: Any) -> Any:
-    """A copy of a JSON value with every secret-looking key's value replaced."""
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if str(key).lower() in SECRET_KEYS else redact(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    return value
 
 
 def _text(value: Any) -> str | None:

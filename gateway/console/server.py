@@ -136,13 +136,14 @@ class Console:
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Rate limit first (also against guessing the token), then the Host check
-        (DNS rebinding), the token, and the CSRF token of a POST."""
-        if not self.access.bucket.take():
+        """Rate limit first (the token's budget, or the source's: against guessing it),
+        then the Host check (DNS rebinding), the token, and the CSRF token of a POST."""
+        admitted = self.access.admit(request)
+        if admitted is None:
             return web.Response(status=429, headers={"Retry-After": "1"})
         if self.guard.check({k.lower(): v for k, v in request.headers.items()}) is not None:
             return web.Response(status=403)
-        if not self.access.allowed(request):
+        if not admitted:
             return self.access.unauthorized()
         if request.method == "POST" and not self.access.csrf_ok(request):
             return web.Response(status=403, text="missing or wrong CSRF token")

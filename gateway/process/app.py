@@ -6,6 +6,7 @@ started and run until a signal (the way down is :mod:`gateway.process.lifecycle`
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -63,7 +64,7 @@ from gateway.transport.http import Endpoint, to_web
 from gateway.transport.lane import Lane, LaneHooks
 from gateway.transport.marks import REQUEST_ID
 from gateway.transport.page import page
-from gateway.transport.post import WholeAnswer
+from gateway.transport.post import WholeAnswer, gateway_fault
 from gateway.transport.request_ids import RequestIds
 from gateway.transport.route import (
     DEFAULT_MAX_BODY,
@@ -323,8 +324,9 @@ class Gateway:
         if node is not None:
             node.attach(spec.path, self.max_body_bytes, sealer)
             if spec.command is None:  # each target's verdict, shared by the replicas
-                for each in links:
-                    node.verdicts.add(f"{spec.path} {each.settings.url}", each, self.adapters)
+                for each in links:  # keyed by a digest: a URL's secrets stay out of the store
+                    digest = hashlib.sha256(each.settings.url.encode()).hexdigest()[:16]
+                    node.verdicts.add(f"{spec.path} {digest}", each, self.adapters)
         limits = self.limits
         backend = Backend(
             link,
@@ -412,6 +414,11 @@ class Gateway:
             if refused is not None:
                 return refused
             return await handler(request)
+        except (web.HTTPException, asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception:
+            log.exception("error handling a request")
+            return to_web(gateway_fault(request_id))
         finally:
             # Reset by token: bound_contextvars() would also copy the whole context on
             # every request to save what it overrides.

@@ -49,7 +49,7 @@ from gateway.process.app import Gateway
 from gateway.process.lifecycle import loop_factory
 from gateway.process.probe_report import as_text, probe_upstream
 from gateway.process.route_check import RouteVerdict, reach_all, upstream_name
-from gateway.process.start_options import state_key_from_env
+from gateway.process.start_options import describe_settings, state_key_from_env
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
 from gateway.transport.route import DEFAULT_MAX_BATCH, Route
@@ -347,7 +347,7 @@ def serve(
 def _start(settings: Settings, gateway: Gateway, *, check_config: bool) -> None:
     """Print the effective settings (--check-config), or serve: here, or in workers."""
     if check_config:
-        typer.echo(_describe_settings(settings))
+        typer.echo(describe_settings(settings))
         routes = len(settings.routes) or 1  # none given: the bundled demo's
         typer.echo(
             f"settings are valid: {routes} route(s); `gateway check --reach` reaches them", err=True
@@ -401,12 +401,6 @@ def _check_version(version: str | None, where: str, adapters: AdapterSet) -> Non
         )
 
 
-def _describe_settings(settings: Settings) -> str:
-    """The effective settings, secrets left out (only where they come from)."""
-    data = settings.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True)
-
-
 PROBLEM = 1
 
 
@@ -431,7 +425,8 @@ def check(
         return
     if not reach:
         for spec in settings.routes:
-            typer.echo(f"ok   {spec.path}  {upstream_name(spec.upstream_settings())}: valid")
+            names = "; ".join(f"{upstream_name(t)}: valid" for t in spec.target_settings())
+            typer.echo(f"ok   {spec.path}  {names}")
         return
     verdicts = asyncio.run(_reach_routes(settings, gateway, timeout))
     for verdict in verdicts:
@@ -445,14 +440,15 @@ async def _reach_routes(settings: Settings, gateway: Gateway, within: float) -> 
     adapters = gateway.adapters
     sessions = [aiohttp.ClientSession(headers=spec.upstream_headers()) for spec in settings.routes]
     links = [
-        (spec.path, UpstreamLink(spec.upstream_settings(), adapters, session))
+        (spec.path, [UpstreamLink(each, adapters, session) for each in spec.target_settings()])
         for spec, session in zip(settings.routes, sessions, strict=True)
     ]
     try:
         return await reach_all(links, within)
     finally:
-        for (_, link), session in zip(links, sessions, strict=True):
-            await link.close()
+        for (_, targets), session in zip(links, sessions, strict=True):
+            for link in targets:
+                await link.close()
             await session.close()
 
 

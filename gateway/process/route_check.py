@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.bridge.backend import Backend
 from gateway.core import Failure, FailureKind
+from gateway.core.redaction import safe_command, safe_url, scrub
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
 
 # How long a stdio command that failed the probe is watched for its exit code.
@@ -42,6 +43,7 @@ class TargetVerdict:
     problem: str = ""
     hint: str = ""
     note: str = ""
+    stateless: bool | None = field(default=None, repr=False)  # its era, once reached
 
     @property
     def ok(self) -> bool:
@@ -76,10 +78,11 @@ class RouteVerdict:
 
 
 def upstream_name(settings: UpstreamSettings) -> str:
-    """The upstream as its operator wrote it, less any password in the URL."""
+    """The upstream as its operator wrote it, less its secrets (a URL's user info and
+    query values, a command's secret options)."""
     if settings.command is not None:
-        return shlex.join(settings.command)
-    return re.sub(r"//[^/@]*@", "//", settings.url)
+        return shlex.join(safe_command(settings.command))
+    return safe_url(settings.url)
 
 
 async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
@@ -98,7 +101,22 @@ async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
     else:
         verdict.transport = TRANSPORT_NAMES.get(found.transport, found.transport)
         verdict.revision = found.adapter.version
+        verdict.stateless = not found.adapter.has_handshake
     return verdict
+
+
+def judged_together(targets: list[TargetVerdict]) -> list[TargetVerdict]:
+    """A route's targets are copies of one server: a target that speaks another era
+    than most of them (the first one reached, on a tie) is a problem of the route."""
+    eras = [t.stateless for t in targets if t.ok and t.stateless is not None]
+    if len(set(eras)) < 2:
+        return targets
+    route_era = max(dict.fromkeys(eras), key=eras.count)
+    for target in targets:
+        if target.ok and target.stateless is not None and target.stateless != route_era:
+            target.problem = "it speaks another protocol era than the route's other targets"
+            target.hint = "every target of a route must be a copy of the same server"
+    return targets
 
 
 async def diagnose(message: str, settings: UpstreamSettings) -> tuple[str, str]:
@@ -109,9 +127,9 @@ async def diagnose(message: str, settings: UpstreamSettings) -> tuple[str, str]:
 
 
 def _diagnose_http(message: str, settings: UpstreamSettings) -> tuple[str, str]:
-    where = re.sub(r"^[a-z]+://([^/]*).*$", r"\1", settings.url)
+    where = re.sub(r"^[a-z]+://([^/]*).*$", r"\1", safe_url(settings.url))
     if "WRONG_VERSION_NUMBER" in message or "wrong version number" in message:
-        plain = settings.url.replace("https://", "http://", 1)
+        plain = safe_url(settings.url).replace("https://", "http://", 1)
         return "TLS handshake failed: the port speaks plain HTTP", f"use {plain}"
     if "SSL" in message or "certificate" in message.lower():
         return "TLS handshake failed", "check the server's certificate and the https:// URL"
@@ -130,7 +148,7 @@ def _diagnose_http(message: str, settings: UpstreamSettings) -> tuple[str, str]:
         return reason, "check the URL's path: often /mcp, or /sse for the old transport"
     if "not JSON" in message or "content type" in message.lower():
         return "not an MCP endpoint (its answer is not MCP)", "check the URL"
-    return message, ""
+    return scrub(message), ""
 
 
 async def _diagnose_stdio(message: str, settings: UpstreamSettings) -> tuple[str, str]:
@@ -148,7 +166,7 @@ async def _diagnose_stdio(message: str, settings: UpstreamSettings) -> tuple[str
         return f"the command exited with code {code}{said}", "run the command by hand to see why"
     if "no answer" in message or "Timeout" in message or not message:
         return "the command runs but gives no MCP answer", "is it an MCP stdio server?"
-    return message, ""
+    return scrub(message), ""
 
 
 async def _exit_of(settings: UpstreamSettings) -> tuple[int | None, str]:
@@ -183,10 +201,16 @@ async def _exit_of(settings: UpstreamSettings) -> tuple[int | None, str]:
     return proc.returncode, (lines[-1].strip()[:200] if lines else "")
 
 
-async def reach_all(routes: list[tuple[str, UpstreamLink]], within: float) -> list[RouteVerdict]:
-    """Every route's verdict, probed at once."""
-    targets = await asyncio.gather(*(reach(link, within) for _, link in routes))
-    return [RouteVerdict(path, [target]) for (path, _), target in zip(routes, targets, strict=True)]
+async def reach_all(
+    routes: list[tuple[str, list[UpstreamLink]]], within: float
+) -> list[RouteVerdict]:
+    """Every route's verdict, each target of each probed at once."""
+
+    async def one(path: str, links: list[UpstreamLink]) -> RouteVerdict:
+        found = await asyncio.gather(*(reach(link, within) for link in links))
+        return RouteVerdict(path, judged_together(list(found)))
+
+    return list(await asyncio.gather(*(one(path, links) for path, links in routes)))
 
 
 async def watch(
@@ -213,9 +237,8 @@ async def watch(
 async def _verdict(path: str, backend: Backend, within: float) -> RouteVerdict:
     link = backend.link
     if backend.targets is not None:
-        return RouteVerdict(
-            path, await asyncio.gather(*(reach(t, within) for t in backend.targets.links))
-        )
+        found = await asyncio.gather(*(reach(t, within) for t in backend.targets.links))
+        return RouteVerdict(path, judged_together(list(found)))
     if link.verdict is None:
         return RouteVerdict(path, [await reach(link, within)])
     check = await backend.ready(within)

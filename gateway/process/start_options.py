@@ -1,13 +1,16 @@
 """What the process reads at start besides its settings: the state key from the
-environment, cluster mode's options, and whether an address is loopback-only."""
+environment, cluster mode's options, and whether an address is loopback-only; and the
+effective settings as `serve --check-config` prints them."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from typing import TYPE_CHECKING
 
 from gateway.config.settings import Settings, SettingsError
+from gateway.core.redaction import redact
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster is configured
@@ -63,3 +66,16 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         pool_size=settings.cluster_pool,
         pool_timeout=settings.cluster_pool_timeout,
     )
+
+
+def describe_settings(settings: Settings) -> str:
+    """The effective settings, secrets left out (only where they come from): the one
+    redaction rule, except for the header options, whose values name a variable or a
+    file (where the secret is), not the secret, and ``auth``, which names a mode."""
+    data = settings.model_dump(mode="json")
+    kept = ("headers_from_env", "headers_from_file", "auth")
+    routes = []
+    for route in data.pop("routes", None) or []:
+        names = {key: route.pop(key) for key in kept if key in route}
+        routes.append({**redact(route), **names})
+    return json.dumps({**redact(data), "routes": routes}, indent=2, sort_keys=True)

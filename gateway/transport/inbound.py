@@ -544,6 +544,12 @@ async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None
         return await work
     except Failure as failure:
         return failure
+    except Exception:
+        # A fault of the gateway's own: logged with its traceback and the request id
+        # the client is given, and answered in the client's revision (never a 500,
+        # never the exception's text, which may name the upstream's internals).
+        log.exception("a call failed inside the gateway")
+        return Failure(FailureKind.INTERNAL, f"the gateway failed on this call{_request_ref()}")
     except asyncio.CancelledError:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
@@ -551,6 +557,12 @@ async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None
         if graceful is not None and graceful():
             return Value({})
         return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+
+
+def _request_ref() -> str:
+    """`` (request id X)`` from the log context, so a person can find the log line."""
+    request_id = structlog.contextvars.get_contextvars().get("request_id")
+    return f" (request id {request_id})" if isinstance(request_id, str) else ""
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:

@@ -33,7 +33,7 @@ from aiohttp import web
 from gateway.core.limits import DescriptorBudget
 from gateway.core.transports import release
 from gateway.transport.http import Endpoint
-from gateway.transport.post import Sink, WholeAnswer
+from gateway.transport.post import Sink, WholeAnswer, gateway_fault
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +50,6 @@ _OWS = (" ", "\t")
 # Header names seen, decoded once: (as sent, lower-case).  Bounded: names are few.
 _NAMES: dict[bytes, tuple[str, str]] = {}
 NAMES_KEPT = 512
-_INTERNAL_ERROR = WholeAnswer(500, {}, b"Internal Server Error", "text/plain; charset=utf-8")
 
 
 @dataclass
@@ -366,7 +365,7 @@ class LaneConnection(asyncio.Protocol):
             log.exception("error handling a request")
             self.close_after = True
             if not request.started and not self.lost:
-                self.send(request.whole(_INTERNAL_ERROR))
+                self.send(request.whole(gateway_fault(request.request_id)))
         finally:
             requests.discard(task)
             self.task = None

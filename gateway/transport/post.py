@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import orjson
+
 from gateway.auth.front import RequestView
 
 
@@ -56,3 +58,16 @@ class PostRequest(RequestView, Protocol):
     async def open_stream(self, headers: dict[str, str]) -> Sink:
         """The answer as a 200 SSE stream with ``headers``."""
         ...
+
+
+def gateway_fault(request_id: str | None) -> WholeAnswer:
+    """The answer to a request the gateway itself failed on (a bug, logged with its
+    traceback): a JSON-RPC internal error naming the request id the log line has,
+    never an HTTP 500 and never the exception's text."""
+    ref = f" (request id {request_id})" if request_id else ""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32603, "message": f"the gateway failed on this request{ref}"},
+    }
+    return WholeAnswer(200, {}, orjson.dumps(body), "application/json")

@@ -7,6 +7,11 @@ ejection in a row (``base`` to ``ceiling`` seconds).  Once the back-off has pass
 is *on trial*: the next active check or call decides, a success re-admits it (the
 back-off starts again from ``base``), a failure sends it out for longer.
 
+Some reasons are cleared by one kind of success only (:class:`Readmit`): a target
+that speaks another protocol era than its route's is out until a check finds it
+speaking the route's era (a call that happens to succeed proves nothing of the
+kind), and takes no call meanwhile.
+
 Plain state, no I/O and no clock of its own: the caller passes ``now`` (monotonic
 seconds), so the rules are tested without waiting.
 """
@@ -35,6 +40,13 @@ class State(enum.Enum):
     TRIAL = "trial"
 
 
+class Readmit(enum.Enum):
+    """What success takes an ejected target back."""
+
+    ANY = "any"  # a passing check or a call that succeeds
+    CHECK = "check"  # only a passing check (no call is sent to it meanwhile)
+
+
 def counts_against(failure: Failure) -> bool:
     """Whether a call's failure says something about the target (not the client)."""
     if failure.kind is FailureKind.UPSTREAM_PROTOCOL:
@@ -56,25 +68,35 @@ class Health:
     ejected_total: int = 0
     until: float = 0.0  # out until then (monotonic seconds)
     reason: str = ""  # why it is out, for the operator (never a client)
+    readmit: Readmit = Readmit.ANY  # what takes it back while it is out
     history: list[tuple[float, str]] = field(default_factory=list, repr=False)
 
     def usable(self, now: float) -> bool:
-        """May take a call now: in, or out long enough to be tried again."""
-        if self.state is State.OUT and now >= self.until:
+        """May take a call now: in, or out long enough to be tried again (by a call:
+        not while only a check may take it back)."""
+        if self.state is State.OUT and now >= self.until and self.readmit is Readmit.ANY:
             self.state = State.TRIAL
         return self.state is not State.OUT
 
-    def succeeded(self, now: float) -> None:
+    def succeeded(self, now: float, by: Readmit = Readmit.ANY) -> None:
+        """A success of kind ``by`` (a call's: ANY; a check's: CHECK)."""
         if self.state is not State.IN:
+            if self.readmit not in (Readmit.ANY, by):
+                return  # this kind of success does not clear why it is out
             self._note(now, "re-admitted")
         self.state, self.failures, self.ejections, self.reason = State.IN, 0, 0, ""
+        self.readmit = Readmit.ANY
 
-    def failed(self, now: float, reason: str, *, at_once: bool = False) -> None:
+    def failed(
+        self, now: float, reason: str, *, at_once: bool = False, readmit: Readmit = Readmit.ANY
+    ) -> None:
         """A counted failure; ``at_once``: a check that found the target down (no
-        need to wait for more calls to fail on it)."""
+        need to wait for more calls to fail on it); ``readmit``: what may take it
+        back once it is out for this."""
         self.failures += 1
         if self.state is State.TRIAL or at_once or self.failures >= self.eject_after:
             self._eject(now, reason)
+            self.readmit = readmit
 
     def retry_after(self, now: float) -> int:
         """Whole seconds until it may be tried again (at least 1)."""

@@ -37,6 +37,7 @@ from gateway.core import (
     Outcome,
     Value,
 )
+from gateway.core.redaction import safe_url
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream import retry
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
@@ -164,7 +165,8 @@ class UpstreamLink:
             self._set_verdict(verdict)
             log.info(
                 "upstream era detected",
-                upstream=self.settings.url,
+                route=self.settings.route,
+                upstream=safe_url(self.settings.url) if self.settings.url else "stdio",
                 revision=verdict.adapter.version,
                 transport=verdict.transport,
                 stateless=not verdict.adapter.has_handshake,

@@ -27,10 +27,14 @@ def spawnable(command: list[str], cwd: str | None, env: Mapping[str, str] | None
 
 
 async def connectable(url: str) -> None:
-    """Open (and close) a TCP connection to the URL's host and port."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    _, writer = await asyncio.open_connection(parts.hostname, port)
+    """Open (and close) a TCP connection to the URL's host and port (OSError: it could
+    not be, a host name no resolver takes included)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        _, writer = await asyncio.open_connection(parts.hostname, port)
+    except (ValueError, UnicodeError) as exc:
+        raise OSError(f"cannot connect: {type(exc).__name__}") from None
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()

@@ -31,7 +31,7 @@ from gateway.core import Call, Event, Exchange, Failure, FailureKind, Operation,
 from gateway.core.limits import FairTable
 from gateway.protocol import adapter_of
 from gateway.upstream import retry
-from gateway.upstream.health import Health, State, counts_against
+from gateway.upstream.health import Health, Readmit, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
 from gateway.upstream.reach import connectable
 from gateway.upstream.settings import UpstreamSettings
@@ -55,6 +55,9 @@ DEFAULT_CHECK_WITHIN = 3.0
 # A round of checks this recent stands for a new one: /readyz scraped often (or by
 # several scrapers) does not open a connection to every target each time.
 FRESH_CHECKS = 1.0
+
+
+OTHER_ERA = "it speaks another protocol era than the route's other targets"
 
 
 class Targets:
@@ -319,14 +322,16 @@ class Targets:
             return  # its back-off runs: tried once it has passed
         problem = await self._problem(link)
         now = self._clock()
+        # Another era is cleared only by a check that finds the route's era again.
+        readmit = Readmit.CHECK if problem == OTHER_ERA else Readmit.ANY
         if problem is None:
             if health.state is not State.IN:  # re-admitted; a target that is in keeps
-                health.succeeded(now)  # the count of its calls' failures (slow, 5xx)
+                health.succeeded(now, Readmit.CHECK)  # its calls' failures (slow, 5xx)
         elif health.state is not State.OUT:
-            health.failed(now, problem, at_once=True)
+            health.failed(now, problem, at_once=True, readmit=readmit)
             self._ejected(index, problem, now)
-        else:
-            health.failed(now, problem, at_once=True)  # still down: out for longer
+        else:  # still down: out for longer
+            health.failed(now, problem, at_once=True, readmit=readmit)
 
     async def _problem(self, link: UpstreamLink) -> str | None:
         try:
@@ -346,7 +351,8 @@ class Targets:
             and own is not None
             and (first.adapter.has_handshake != own.adapter.has_handshake)
         ):
-            return "it speaks another protocol era than the route's other targets"
+            link.forget()  # its next check probes it again: it may have been fixed
+            return OTHER_ERA
         return None
 
     # ------------------------------------------------------ for operators

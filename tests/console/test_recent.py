@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 import tracemalloc
 
-from gateway.console.recent import REDACTED, RecentCalls, redact
+from gateway.console.recent import RecentCalls, redact
 from gateway.core import ClientContext, Operation, ServerProfile, Value
 from gateway.core.call import Call
+from gateway.core.redaction import REDACTED
 
 
 def tool_call(number: int, text: str) -> Call:

@@ -20,6 +20,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from gateway.core.redaction import scrub
 from gateway.upstream.carriers.base import CarrierError, Message, is_response_to
 from gateway.upstream.carriers.redirects import MAX_HOPS, REDIRECTS, RedirectPolicy, redacted
 from gateway.wire.sse import SseError, SseEvent, SseParser
@@ -79,8 +80,10 @@ def transport_error(exc: BaseException, what: str) -> CarrierError:
     # aiohttp's timeout errors are also ClientErrors, so test for timeouts first.
     if isinstance(exc, TimeoutError):
         return CarrierError(f"{what}: timed out", timeout=True)
-    unreached = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
-    return CarrierError(f"{what}: {type(exc).__name__}: {exc}", unreached=unreached)
+    # A ValueError (a host name no resolver takes, a header no request can carry) is
+    # raised before anything is written: not sent, as a refused connection is.
+    unreached = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError | ValueError)
+    return CarrierError(f"{what}: {type(exc).__name__}: {scrub(str(exc))}", unreached=unreached)
 
 
 async def open_response(
@@ -125,7 +128,7 @@ async def _open_once(
             timeout=client_timeout,
             allow_redirects=False,
         )
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
         raise transport_error(exc, f"{method} {redacted(url)}") from exc
 
 

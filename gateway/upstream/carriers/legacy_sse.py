@@ -18,6 +18,7 @@ import structlog
 from yarl import URL
 
 from gateway.core.jsonrpc import valid_id as _is_id
+from gateway.core.urls import http_url
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, Where
 from gateway.upstream.carriers.demux import Demux, Listening, ListenNamer, no_listen
 from gateway.upstream.carriers.httpio import (
@@ -70,10 +71,10 @@ def _resolve_endpoint(base: URL, data: str) -> URL:
     text = data.strip()
     if not text:
         raise CarrierError("upstream sent an empty endpoint event")
-    try:
-        target = base.join(URL(text, encoded=True))
-    except ValueError as exc:
-        raise CarrierError(f"upstream sent an invalid endpoint {text!r}") from exc
+    try:  # the check every URL the gateway connects to passes (port and host too)
+        target = http_url(str(base.join(URL(text, encoded=True))), encoded=True)
+    except (ValueError, UnicodeError):
+        raise CarrierError("upstream sent an invalid endpoint event") from None
     if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
         raise CarrierError("upstream's endpoint is not on the SSE stream's origin")
     return target

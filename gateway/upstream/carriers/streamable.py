@@ -134,7 +134,7 @@ class StreamableHttpCarrier(Carrier):
                     connect_timeout=limits.sock_connect,
                     read_timeout=limits.sock_read,
                 )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
                 raise transport_error(exc, f"POST {redacted(url)}") from exc
             if resp.status not in REDIRECTS:
                 return resp

@@ -1,0 +1,58 @@
+"""A route's static upstream headers (``headers_from_env``, ``headers_from_file``) as
+HTTP can carry them: checked once, when the settings are, for `check` and `serve`
+alike; an error names the header and where its value came from, never the value."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class HeaderError(ValueError):
+    """A static header that no request could carry; ``str()`` is one line."""
+
+
+# An HTTP header name (RFC 9110's token).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def header_value(where: str, name: str, value: str) -> str:
+    """A static upstream header's value, or HeaderError naming the header (never the
+    value): a name that is no HTTP token, a value with a control character (CR or LF
+    would start a header of its own) or outside Latin-1."""
+    if not _TOKEN.fullmatch(name):
+        raise HeaderError(f"{where}: {name[:60]!r} is not an HTTP header name")
+    if any((ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) < 0xA0 or ord(c) > 0xFF for c in value):
+        raise HeaderError(
+            f"{where}: the value holds a control character (CR, LF, NUL, ...) or a character"
+            " an HTTP header cannot carry"
+        )
+    return value
+
+
+def static_headers(
+    route: str,
+    from_env: Mapping[str, str],
+    from_file: Mapping[str, str],
+    environ: Mapping[str, str],
+) -> dict[str, str]:
+    """The route's static upstream headers, read from the environment and files now."""
+    headers: dict[str, str] = {}
+    for header, variable in from_env.items():
+        where = f"route {route}: headers_from_env.{header}"
+        value = environ.get(variable)
+        if value is None:
+            raise HeaderError(f"{where}: environment variable {variable} is not set")
+        headers[header] = header_value(where, header, value)
+    for header, file in from_file.items():
+        where = f"route {route}: headers_from_file.{header}"
+        try:
+            text = Path(file).read_bytes().decode("utf-8").strip()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise HeaderError(f"{where}: cannot read {file}: {reason}") from None
+        except UnicodeDecodeError:
+            raise HeaderError(f"{where}: {file} is not UTF-8 text") from None
+        headers[header] = header_value(where, header, text)
+    return headers
