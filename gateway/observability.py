@@ -192,7 +192,10 @@ def one_line_http_errors(
     if isinstance(exc, HttpProcessingError) and event.get("logger") == "aiohttp.server":
         event.pop("exc_info", None)
         event["level"] = "warning"
-        event["error"] = f"{type(exc).__name__}: {exc.message or exc}"
+        # Only the parser's own words: the excerpt it quotes after them is what the
+        # client sent (an Authorization header's value, say), never logged.
+        said = str(exc.message or exc).split(":\n", 1)[0].splitlines()[0:1]
+        event["error"] = f"{type(exc).__name__}: {said[0] if said else ''}"
     return event
 
 

@@ -198,6 +198,9 @@ class Demux:
 
     def route(self, message: Message) -> None:
         """Put one message where it belongs (the rules in the module docstring)."""
+        if not isinstance(message.get("method", ""), str):  # no JSON-RPC message: dropped
+            self.log.warning(f"dropping a message ({self.what}) whose method is not a string")
+            return
         if is_response(message):
             key = message["id"]
             queue = self._take(key)
