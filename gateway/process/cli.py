@@ -48,7 +48,7 @@ from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway
 from gateway.process.lifecycle import loop_factory
 from gateway.process.probe_report import as_text, probe_upstream
-from gateway.process.route_check import RouteVerdict, reach_all, upstream_name
+from gateway.process.route_check import RouteVerdict, reach_all, unstartable, upstream_name
 from gateway.process.start_options import describe_settings, state_key_from_env
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
@@ -418,15 +418,22 @@ def check(
 ) -> None:
     """Check a configuration (the same --config / --route / GATEWAY_* as `serve`) without
     serving: a verdict per route; exit 0 when all are good, 1 when a route has a problem
-    (--reach), 2 when the settings are invalid."""
+    (a stdio command that cannot be started; with --reach, an upstream that cannot be
+    used), 2 when the settings are invalid."""
     settings, gateway = _checked({"config": config, "routes": route or None})
     if not settings.routes:
         typer.echo("ok   no routes: `gateway serve` would front its bundled demo server at /mcp")
         return
     if not reach:
+        problems = False
         for spec in settings.routes:
-            names = "; ".join(f"{upstream_name(t)}: valid" for t in spec.target_settings())
-            typer.echo(f"ok   {spec.path}  {names}")
+            said = [(upstream_name(t), unstartable(t)) for t in spec.target_settings()]
+            bad = any(problem is not None for _, problem in said)
+            problems |= bad
+            names = "; ".join(f"{name}: {problem or 'valid'}" for name, problem in said)
+            typer.echo(f"{'FAIL' if bad else 'ok  '} {spec.path}  {names}")
+        if problems:
+            raise typer.Exit(PROBLEM)
         return
     verdicts = asyncio.run(_reach_routes(settings, gateway, timeout))
     for verdict in verdicts:

@@ -21,6 +21,7 @@ from gateway.bridge.backend import Backend
 from gateway.core import Failure, FailureKind
 from gateway.core.redaction import safe_command, safe_url, scrub
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
+from gateway.upstream.reach import spawnable
 
 # How long a stdio command that failed the probe is watched for its exit code.
 EXIT_WATCH = 2.0
@@ -83,6 +84,18 @@ def upstream_name(settings: UpstreamSettings) -> str:
     if settings.command is not None:
         return shlex.join(safe_command(settings.command))
     return safe_url(settings.url)
+
+
+def unstartable(settings: UpstreamSettings) -> str | None:
+    """Why a stdio target's command could not be started now (not on PATH, not
+    executable, no such working directory), found without starting it; else None."""
+    if settings.command is None:
+        return None
+    try:
+        spawnable(settings.command, settings.cwd, settings.env)
+    except OSError as exc:
+        return f"{exc} -- install it, give its full path, or check cwd="
+    return None
 
 
 async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
