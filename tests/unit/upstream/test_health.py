@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.core import Failure, FailureKind
-from gateway.upstream.health import Health, State, counts_against
+from gateway.upstream.health import Health, Readmit, State, counts_against
 
 
 def test_three_failures_in_a_row_eject_and_a_success_between_forgives() -> None:
@@ -51,3 +51,20 @@ def test_what_counts_against_a_target() -> None:
     assert not counts_against(Failure(FailureKind.UPSTREAM_PROTOCOL, "x", {"status": 413}))
     assert not counts_against(Failure(FailureKind.INVALID_PARAMS, "the client's"))
     assert not counts_against(Failure(FailureKind.UNAUTHORIZED, "credentials"))
+
+
+def test_out_for_what_only_a_check_clears_no_call_goes_and_no_call_takes_it_back() -> None:
+    """Another era: its back-off passing puts it on no trial for calls, and a call that
+    succeeds (on a session pinned there, say) does not re-admit it; a check does."""
+    health = Health(base=2.0)
+    health.failed(0.0, "another era", at_once=True, readmit=Readmit.CHECK)
+    assert health.state is State.OUT
+    assert not health.usable(100.0) and health.state is State.OUT
+    health.succeeded(100.0)  # a call's success
+    assert health.state is State.OUT and health.reason == "another era"
+    health.succeeded(101.0, Readmit.CHECK)
+    assert health.state is State.IN and health.readmit is Readmit.ANY
+    health.failed(102.0, "refused", at_once=True)  # an ordinary ejection: either success
+    health.usable(104.0)
+    health.succeeded(104.0)
+    assert health.state is State.IN

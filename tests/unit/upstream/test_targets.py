@@ -245,3 +245,44 @@ async def test_checks_asked_together_or_soon_after_are_one_round(
     now[0] = 1.1
     await targets.check_all()
     assert len(asked) == 4
+
+
+async def test_a_target_of_another_era_stays_out_until_a_check_finds_the_routes_era(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 46: ejected by a check, then re-admitted by the first call after its
+    back-off (6 of 32 calls reached it). Now no call goes to it, and only a check that
+    probes it again and finds the route's era takes it back."""
+    import gateway.upstream.targets as module
+
+    async def connects(url: str) -> None:
+        return None
+
+    monkeypatch.setattr(module, "connectable", connects)
+    now = [0.0]
+    a, b = FakeLink("a"), FakeLink("b")
+    b.verdict = _Verdict(_Adapter(has_handshake=False))
+    speaks = [_Adapter(has_handshake=False)]  # what a probe of b finds
+
+    def forget() -> None:
+        b.verdict = None  # type: ignore[assignment]
+
+    async def ensure(principal: str, headers: Any) -> _Verdict:
+        b.verdict = _Verdict(speaks[0])
+        return b.verdict
+
+    b.forget, b.ensure = forget, ensure  # type: ignore[attr-defined]
+    targets = make(a, b, now=now)
+    await targets.check(1)
+    assert targets.states()[1]["state"] == "ejected"
+    for moment in (10.0, 100.0, 1000.0):  # its back-off long past: still no call
+        now[0] = moment
+        for _ in range(8):
+            assert isinstance(await targets.handle(call(), exchange()), Value)
+        assert b.calls == [] and targets.states()[1]["state"] == "ejected"
+    await targets.check(1)  # probed again: still the other era, out for longer
+    assert targets.states()[1]["state"] == "ejected"
+    speaks[0] = _Adapter(has_handshake=True)  # the operator fixed it
+    now[0] = 5000.0
+    await targets.check(1)
+    assert targets.states()[1]["state"] == "up"
