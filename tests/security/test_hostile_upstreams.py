@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,7 @@ def _call(lab: Lab, path: str, revision: str) -> None:
     if revision == "2026-07-28":
         call["params"]["_meta"] = MODERN_META
         headers = {"MCP-Protocol-Version": revision, "Mcp-Method": "tools/call", "Mcp-Name": "t"}
-        _told(*_post(lab, path, call, headers))
+        _told(lab, *_post(lab, path, call, headers))
         return
     init = {
         "jsonrpc": "2.0",
@@ -135,15 +136,22 @@ def _call(lab: Lab, path: str, revision: str) -> None:
         return  # the upstream could not be reached: refused at the handshake
     ids = {"Mcp-Session-Id": session, "MCP-Protocol-Version": revision}
     _post(lab, path, {"jsonrpc": "2.0", "method": "notifications/initialized"}, ids)
-    _told(*_post(lab, path, call, ids))
+    _told(lab, *_post(lab, path, call, ids))
 
 
-def _told(status: int, headers: dict[str, str], data: bytes) -> None:
+def _told(lab: Lab, status: int, headers: dict[str, str], data: bytes) -> None:
     assert status != 500, data[:300]
-    assert headers.get("x-request-id"), headers
+    request_id = headers.get("x-request-id")
+    assert request_id, headers
     if status in (200, 400, 404, 502, 503, 504) and data:
         replies = [m for m in _messages(headers, data) if "id" in m]
         assert [m["id"] for m in replies][-1:] == [CALL_ID], data[:300]
+    # The call's log line names the request id the client was given (written as the
+    # call ends: waited for, bounded).
+    deadline = time.monotonic() + 5.0
+    while f'"request_id": "{request_id}"' not in lab.gateway.log():
+        assert time.monotonic() < deadline, f"no log line names request id {request_id}"
+        time.sleep(0.02)
 
 
 status_lines = st.one_of(
