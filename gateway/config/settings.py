@@ -485,6 +485,9 @@ class Settings(BaseSettings):
     console_listen: str = "127.0.0.1:9090"
     console_bodies: bool = False
     console_calls: int = Field(200, ge=1, le=10_000)
+    # Requests a second the console serves to the token's holder, and to each other
+    # source address (wrong or no token): a burst of guesses cannot lock the holder out.
+    console_rate: float = Field(20.0, gt=0, le=100_000)
     # Rate limits of every route that sets none of its own (route options of the same
     # names): per principal, and per principal and tool, N/s, N/m or N/h, with bursts.
     rate: str | None = None

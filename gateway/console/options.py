@@ -29,11 +29,14 @@ class ConsoleOptions:
     record_bodies: bool = False
     calls_per_route: int = DEFAULT_CALLS
     body_chars: int = DEFAULT_BODY_CHARS
-    # Requests per second one console serves (a bucket of twice as many).
+    # Requests per second one console serves to the token, and to each other source
+    # address (buckets of twice as many).
     rate: float = 20.0
 
     @classmethod
-    def from_env(cls, listen: str, *, record_bodies: bool, calls_per_route: int) -> ConsoleOptions:
+    def from_env(
+        cls, listen: str, *, record_bodies: bool, calls_per_route: int, rate: float = 20.0
+    ) -> ConsoleOptions:
         """The token is a secret: read from the environment, never a flag or the file."""
         token = os.environ.get(CONSOLE_TOKEN_ENV, "")
         if len(token) < MIN_TOKEN_LENGTH:
@@ -50,6 +53,7 @@ class ConsoleOptions:
             token,
             record_bodies=record_bodies,
             calls_per_route=calls_per_route,
+            rate=rate,
         )
 
     @classmethod
@@ -58,6 +62,7 @@ class ConsoleOptions:
             settings.console_listen,
             record_bodies=settings.console_bodies,
             calls_per_route=settings.console_calls,
+            rate=settings.console_rate,
         )
 
     def __repr__(self) -> str:  # never the token, in a log line or a traceback
