@@ -43,12 +43,23 @@ class FailureKind(Enum):
     RATE_LIMITED = "rate_limited"
     # The gateway itself is short of a resource (descriptors, a global bound): later.
     OVERLOADED = "overloaded"
-    # Upstream trouble: the gateway's own kinds.
+    # Upstream trouble: the gateway's own kinds, each saying whether the call may have
+    # run (gateway/protocol/upstream_failures.py is their one table).
+    # Not sent: no connection could be made (refused, no such host, TLS failed).
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    # Sent, and the answer lost: the connection closed or reset after the request was
+    # written, so the call may have run.
+    UPSTREAM_LOST = "upstream_lost"
     # Every target of the route is out (ejected after failures): answered at once, with
     # when to try again, instead of after the call's timeout.
     UPSTREAM_DOWN = "upstream_down"
+    # Sent, and no answer in time: the call may have run.
     UPSTREAM_TIMEOUT = "upstream_timeout"
+    # The upstream answered with an HTTP error of its own (5xx): data.status says which.
+    UPSTREAM_REFUSED = "upstream_refused"
+    # A stdio route's command could not be started: waiting will not help.
+    UPSTREAM_NOT_STARTED = "upstream_not_started"
+    # An answer the gateway cannot use (not MCP, a 4xx without a JSON-RPC error, ...).
     UPSTREAM_PROTOCOL = "upstream_protocol"
     # An upstream JSON-RPC error with no normalized meaning: its code passes through.
     UPSTREAM_ERROR = "upstream_error"

@@ -73,7 +73,7 @@ _WORDS = re.compile(r"(\s+)")
 _SCHEME_START = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _TRAILING = "'\"`<>()[]{},.;:!"
 # A state the gateway sealed for a client (gateway.bridge.state's PREFIX, then its
-# base64url token): a 2024-11-05 or 2025-03-26 client gets it inside a result's text.
+# base64url token): a client of an era before elicitation gets it inside a result's text.
 _SEALED = re.compile(r"\bgw1\.[A-Za-z0-9_\-.]{16,}")
 # A host written with user info but no scheme ("u:PW@host:port", as some errors do).
 _USERINFO = re.compile(r"(?<![\w/])[^\s/@:'\"]+:[^\s/@'\"]*@(?=[\w\[])")

@@ -48,7 +48,7 @@ from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway
 from gateway.process.lifecycle import loop_factory
 from gateway.process.probe_report import as_text, probe_upstream
-from gateway.process.route_check import RouteVerdict, reach_all, unstartable, upstream_name
+from gateway.process.route_check import RouteVerdict, reach_all, startable
 from gateway.process.start_options import describe_settings, state_key_from_env
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
@@ -425,14 +425,9 @@ def check(
         typer.echo("ok   no routes: `gateway serve` would front its bundled demo server at /mcp")
         return
     if not reach:
-        problems = False
-        for spec in settings.routes:
-            said = [(upstream_name(t), unstartable(t)) for t in spec.target_settings()]
-            bad = any(problem is not None for _, problem in said)
-            problems |= bad
-            names = "; ".join(f"{name}: {problem or 'valid'}" for name, problem in said)
-            typer.echo(f"{'FAIL' if bad else 'ok  '} {spec.path}  {names}")
-        if problems:
+        lines = [startable(spec.path, spec.target_settings()) for spec in settings.routes]
+        typer.echo("\n".join(text for text, _ in lines))
+        if not all(ok for _, ok in lines):
             raise typer.Exit(PROBLEM)
         return
     verdicts = asyncio.run(_reach_routes(settings, gateway, timeout))

@@ -98,6 +98,15 @@ def unstartable(settings: UpstreamSettings) -> str | None:
     return None
 
 
+def startable(path: str, targets: list[UpstreamSettings]) -> tuple[str, bool]:
+    """`gateway check`'s line for a route not reached: each target valid, or why its
+    command could not be started; and whether all can be."""
+    said = [(upstream_name(t), unstartable(t)) for t in targets]
+    ok = all(problem is None for _, problem in said)
+    names = "; ".join(f"{name}: {problem or 'valid'}" for name, problem in said)
+    return f"{'ok  ' if ok else 'FAIL'} {path}  {names}", ok
+
+
 async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
     """Probe the link's upstream (bounded) and say what it is, or what is wrong."""
     settings = link.settings

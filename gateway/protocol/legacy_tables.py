@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.core import FailureKind
+from gateway.protocol.upstream_failures import TABLE as UPSTREAM_FAILURES
 
 CODES: dict[FailureKind, int] = {
     FailureKind.PARSE_ERROR: -32700,
@@ -31,10 +32,8 @@ CODES: dict[FailureKind, int] = {
     FailureKind.QUOTA_EXCEEDED: -32000,
     FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
-    FailureKind.UPSTREAM_UNAVAILABLE: -32603,
-    FailureKind.UPSTREAM_DOWN: -32000,
-    FailureKind.UPSTREAM_TIMEOUT: -32603,
-    FailureKind.UPSTREAM_PROTOCOL: -32603,
+    # The upstream's failures: their one table.
+    **{kind: failure.code for kind, failure in UPSTREAM_FAILURES.items()},
 }
 
 # JSON-RPC errors travel in a normal 200 response; only transport-level

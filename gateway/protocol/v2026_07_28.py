@@ -10,6 +10,7 @@ from gateway.protocol.adapter.stateless import (
     SUBSCRIPTION_ID,
     StatelessEra,
 )
+from gateway.protocol.upstream_failures import TABLE as UPSTREAM_FAILURES
 
 __all__ = ["ACKNOWLEDGED", "SUBSCRIPTION_ID", "Adapter2026_07_28"]
 
@@ -93,9 +94,9 @@ class Adapter2026_07_28(StatelessEra):
         FailureKind.MISSING_CAPABILITY: 400,
         FailureKind.UNSUPPORTED_VERSION: 400,
         FailureKind.HEADER_MISMATCH: 400,
-        # The upstream's trouble, as a proxy says it: down (with Retry-After), too slow.
-        # (An unusable answer stays 200: it may be the client's own oversized request.)
-        FailureKind.UPSTREAM_UNAVAILABLE: 503,
-        FailureKind.UPSTREAM_DOWN: 503,
-        FailureKind.UPSTREAM_TIMEOUT: 504,
+        # The upstream's trouble, as a proxy says it (their one table): not sent or
+        # every target down 503 (with Retry-After), answer lost or a 5xx of its own 502,
+        # too slow 504.  (An unusable answer stays 200: it may be the client's own
+        # oversized request.)
+        **{kind: failure.status for kind, failure in UPSTREAM_FAILURES.items()},
     }

@@ -12,18 +12,14 @@ from dataclasses import replace
 import structlog
 
 from gateway.core import Failure, FailureKind
+from gateway.protocol.upstream_failures import TABLE as UPSTREAM_FAILURES
 
-# The kinds whose message may carry the upstream side's words (a carrier's error).
-UPSTREAM_KINDS = frozenset(
-    {
-        FailureKind.UPSTREAM_UNAVAILABLE,
-        FailureKind.UPSTREAM_DOWN,
-        FailureKind.UPSTREAM_TIMEOUT,
-        FailureKind.UPSTREAM_PROTOCOL,
-    }
-)
-# Where waiting helps: the client may try again after this many seconds.
-RETRY_AFTER = {FailureKind.UPSTREAM_UNAVAILABLE: "5", FailureKind.UPSTREAM_DOWN: "5"}
+# The kinds whose message may carry the upstream side's words (a carrier's error),
+# and what each means for the call: their one table.
+UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
+# A kind whose message is the gateway's own up to its first ": " (the rest, a command
+# or a library's words, is the log's only).
+_HEADLINE_ONLY = frozenset({FailureKind.UPSTREAM_NOT_STARTED})
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
 _HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
 # A library's own words: past one of these the text is not the gateway's.
@@ -64,17 +60,27 @@ def without_internals(text: str, hidden: Iterable[str]) -> str:
 
 
 def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
-    """``failure`` as the client may see it (unchanged unless it is the upstream's)."""
-    if failure.kind not in UPSTREAM_KINDS:
+    """``failure`` as the client may see it (unchanged unless it is the upstream's):
+    what went wrong without the upstream's internals, then what it means for the call
+    (whether it may have run, whether to send it again: the one table)."""
+    meaning = UPSTREAM_FAILURES.get(failure.kind)
+    if meaning is None:
         return failure
-    said = without_internals(failure.message, hidden)
+    text = failure.message
+    if failure.kind in _HEADLINE_ONLY:
+        text = text.split(": ", 1)[0]
+    said = without_internals(text, hidden)
+    if meaning.said:
+        said = f"{said}; {meaning.said}"
     headers = dict(failure.headers)
     data = None
-    if failure.kind in RETRY_AFTER:
-        headers.setdefault("Retry-After", RETRY_AFTER[failure.kind])
+    if meaning.retry_after is not None:
+        headers.setdefault("Retry-After", str(meaning.retry_after))
         # Said in the message's own words too, for clients that never see the header
         # (stdio, a JSON-RPC error at HTTP 200).
         data = {"retryAfterSeconds": _seconds(headers["Retry-After"])}
+    else:
+        headers.pop("Retry-After", None)  # no advice where sending again could run it twice
     return replace(
         failure,
         message=f"route {route}: {said} (request id {request_id()})",

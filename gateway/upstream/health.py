@@ -27,7 +27,14 @@ from gateway.core import Failure, FailureKind
 # Failures that count against a target: it could not be reached or did not answer.
 # A JSON-RPC error, a refused credential or the client's own bad request do not.
 COUNTED = frozenset(
-    {FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_TIMEOUT, FailureKind.UPSTREAM_PROTOCOL}
+    {
+        FailureKind.UPSTREAM_UNAVAILABLE,
+        FailureKind.UPSTREAM_LOST,
+        FailureKind.UPSTREAM_TIMEOUT,
+        FailureKind.UPSTREAM_REFUSED,
+        FailureKind.UPSTREAM_NOT_STARTED,
+        FailureKind.UPSTREAM_PROTOCOL,
+    }
 )
 DEFAULT_EJECT_AFTER = 3
 DEFAULT_BACKOFF = 2.0

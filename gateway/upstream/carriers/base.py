@@ -39,6 +39,7 @@ class CarrierError(Exception):
     ``challenge`` is the ``WWW-Authenticate`` of a 401/403, passed on to the client.
     ``unreached``: no connection was made (refused, no such host, TLS failed), so the
     request was never written: sending it elsewhere cannot run it twice.
+    ``not_started``: a stdio command that could not be started (waiting will not help).
     """
 
     def __init__(
@@ -50,9 +51,11 @@ class CarrierError(Exception):
         timeout: bool = False,
         challenge: str | None = None,
         unreached: bool = False,
+        not_started: bool = False,
     ) -> None:
         super().__init__(message)
-        self.unreached = unreached
+        self.unreached = unreached or not_started
+        self.not_started = not_started
         self.status = status
         self.body = body
         self.timeout = timeout
@@ -196,10 +199,20 @@ def carrier_failure(exc: CarrierError) -> Failure:
         return Failure(refused, f"the upstream answered HTTP {exc.status}", headers=headers)
     if exc.timeout:
         return Failure(FailureKind.UPSTREAM_TIMEOUT, f"the upstream did not answer in time: {exc}")
-    if exc.status is None:
-        data = UNREACHED if exc.unreached else None
+    if exc.not_started:
+        said = f"its server could not be started: {exc}"  # the detail: the log's only
+        return Failure(FailureKind.UPSTREAM_NOT_STARTED, said, UNREACHED)
+    if exc.status is None and exc.unreached:
         return Failure(
-            FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}", data
+            FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}", UNREACHED
+        )
+    if exc.status is None:  # the request was written: only its answer is lost
+        return Failure(FailureKind.UPSTREAM_LOST, f"the upstream's answer was lost: {exc}")
+    if exc.status >= 500:
+        return Failure(
+            FailureKind.UPSTREAM_REFUSED,
+            f"the upstream answered HTTP {exc.status}",
+            {"status": exc.status},
         )
     return Failure(
         FailureKind.UPSTREAM_PROTOCOL,

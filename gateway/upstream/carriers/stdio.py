@@ -310,7 +310,9 @@ class StdioCarrier(Carrier):
             )
         except (OSError, ValueError) as exc:
             self._record_failure()
-            raise CarrierError(f"could not start the stdio server {self.argv[0]!r}: {exc}") from exc
+            raise CarrierError(
+                f"could not start the stdio server {self.argv[0]!r}: {exc}", not_started=True
+            ) from exc
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         self.generation += 1
         log = structlog.get_logger(

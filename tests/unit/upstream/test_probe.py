@@ -256,20 +256,20 @@ async def test_no_http_sse_stream_either_is_a_protocol_failure() -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "settings"),
+    ("error", "settings", "kind"),
     [
-        (CarrierError("upstream answered HTTP 502", status=502), {}),
-        (CarrierError("refused", status=405), {"transport": "http"}),
+        (CarrierError("upstream answered HTTP 502", status=502), {}, FailureKind.UPSTREAM_REFUSED),
+        (CarrierError("refused", status=405), {"transport": "http"}, FailureKind.UPSTREAM_PROTOCOL),
     ],
     ids=["5xx", "pinned-to-streamable-http"],
 )
 async def test_initialize_refused_without_the_sse_fallback(
-    error: CarrierError, settings: dict[str, Any]
+    error: CarrierError, settings: dict[str, Any], kind: FailureKind
 ) -> None:
     probe, _, sse = make_probe(lambda message, _: CarrierError("405", status=405), **settings)
     with pytest.raises(Failure) as caught:
         await probe.run({}, Handshakes(DEFAULT, {"http": error}))
-    assert caught.value.kind is FailureKind.UPSTREAM_PROTOCOL
+    assert caught.value.kind is kind
     assert caught.value.data == {"status": error.status}
     assert sse.calls == 0
 
@@ -291,7 +291,8 @@ async def test_the_sse_transport_goes_straight_to_the_old_stream() -> None:
 
 
 async def test_connection_refused_is_upstream_unavailable() -> None:
-    probe, _, sse = make_probe(lambda message, _: CarrierError("ConnectionRefusedError"))
+    refused = CarrierError("ConnectionRefusedError", unreached=True)
+    probe, _, sse = make_probe(lambda message, _: refused)
     handshakes = Handshakes(DEFAULT)
     with pytest.raises(Failure) as caught:
         await probe.run({}, handshakes)
@@ -341,10 +342,10 @@ async def test_a_child_per_session_closes_the_probe_child() -> None:
         transport="stdio",
         command=["server"],
     )
-    # An exit without an answer is no verdict: the upstream is unavailable.
+    # An exit without an answer is no verdict: the request went, its answer is lost.
     with pytest.raises(Failure) as caught:
         await probe.run({}, Handshakes(DEFAULT))
-    assert caught.value.kind is FailureKind.UPSTREAM_UNAVAILABLE
+    assert caught.value.kind is FailureKind.UPSTREAM_LOST
 
     probe, carrier, _ = make_probe(
         lambda message, _: (200, rpc.error(message["id"], -32601, "Method not found")),

@@ -279,8 +279,11 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.RATE_LIMITED: -32000,
     FailureKind.OVERLOADED: -32000,
     FailureKind.UPSTREAM_UNAVAILABLE: -32603,
+    FailureKind.UPSTREAM_LOST: -32603,
     FailureKind.UPSTREAM_DOWN: -32000,  # every target out: try again after retryAfterSeconds
     FailureKind.UPSTREAM_TIMEOUT: -32603,
+    FailureKind.UPSTREAM_REFUSED: -32603,
+    FailureKind.UPSTREAM_NOT_STARTED: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
     FailureKind.UPSTREAM_ERROR: -32603,  # with no upstream code to pass through
 }
@@ -324,9 +327,12 @@ EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
         FailureKind.MISSING_CAPABILITY: 400,
         FailureKind.UNSUPPORTED_VERSION: 400,
         FailureKind.HEADER_MISMATCH: 400,
-        FailureKind.UPSTREAM_UNAVAILABLE: 503,
+        FailureKind.UPSTREAM_UNAVAILABLE: 503,  # not sent: send again (Retry-After)
+        FailureKind.UPSTREAM_LOST: 502,  # sent, the answer lost: it may have run
         FailureKind.UPSTREAM_DOWN: 503,
         FailureKind.UPSTREAM_TIMEOUT: 504,
+        FailureKind.UPSTREAM_REFUSED: 502,  # the upstream's own 5xx
+        FailureKind.UPSTREAM_NOT_STARTED: 502,
     },
 }
 FAILURE_CASES = [(v, k) for v in VERSIONS for k in FailureKind]
