@@ -10,7 +10,9 @@ back-off starts again from ``base``), a failure sends it out for longer.
 Some reasons are cleared by one kind of success only (:class:`Readmit`): a target
 that speaks another protocol era than its route's is out until a check finds it
 speaking the route's era (a call that happens to succeed proves nothing of the
-kind), and takes no call meanwhile.
+kind), and takes no call meanwhile; a target out for time-outs is taken back only by
+a call that succeeds (its check, a ping, answers while every tool hangs), its trials
+one call at a time, each failed one sending it out for twice as long.
 
 Plain state, no I/O and no clock of its own: the caller passes ``now`` (monotonic
 seconds), so the rules are tested without waiting.
@@ -52,6 +54,7 @@ class Readmit(enum.Enum):
 
     ANY = "any"  # a passing check or a call that succeeds
     CHECK = "check"  # only a passing check (no call is sent to it meanwhile)
+    CALL = "call"  # only a call that succeeds (its trials one at a time, on a back-off)
 
 
 def counts_against(failure: Failure) -> bool:
@@ -81,12 +84,12 @@ class Health:
     def usable(self, now: float) -> bool:
         """May take a call now: in, or out long enough to be tried again (by a call:
         not while only a check may take it back)."""
-        if self.state is State.OUT and now >= self.until and self.readmit is Readmit.ANY:
+        if self.state is State.OUT and now >= self.until and self.readmit is not Readmit.CHECK:
             self.state = State.TRIAL
         return self.state is not State.OUT
 
-    def succeeded(self, now: float, by: Readmit = Readmit.ANY) -> None:
-        """A success of kind ``by`` (a call's: ANY; a check's: CHECK)."""
+    def succeeded(self, now: float, by: Readmit = Readmit.CALL) -> None:
+        """A success of kind ``by``: a call's (CALL) or a check's (CHECK)."""
         if self.state is not State.IN:
             if self.readmit not in (Readmit.ANY, by):
                 return  # this kind of success does not clear why it is out
@@ -103,7 +106,8 @@ class Health:
         self.failures += 1
         if self.state is State.TRIAL or at_once or self.failures >= self.eject_after:
             self._eject(now, reason)
-            self.readmit = readmit
+            if readmit is not Readmit.ANY:  # a stricter reason stands until cleared
+                self.readmit = readmit
 
     def retry_after(self, now: float) -> int:
         """Whole seconds until it may be tried again (at least 1)."""

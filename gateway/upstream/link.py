@@ -29,6 +29,7 @@ import structlog
 from gateway.core import (
     MAY_ASK,
     Call,
+    ClientContext,
     Event,
     Exchange,
     Failure,
@@ -344,6 +345,21 @@ class UpstreamLink:
             return await self.send_once(call, exchange)
         safe = self.tool_is_safe(exchange.principal, call)
         return await retry.once_more(call, exchange, safe, self)
+
+    async def ping(self) -> None:
+        """An MCP ``ping`` in the upstream's own revision, on the gateway's own pooled
+        session (no client's): what a target's check asks, since a port that takes
+        connections says nothing of a server whose MCP has stopped answering.  Raises
+        the Failure; the caller bounds the time."""
+        verdict = self.verdict
+        if verdict is None:
+            await self.ensure("anonymous", {})
+            return
+        client = ClientContext(verdict.adapter.version, info={"name": "gateway-check"})
+        call = Call(0, Operation.PING, Operation.PING.value, {}, client)
+        outcome = await self.send_once(call, Exchange(call, self.settings.route, verdict.profile))
+        if isinstance(outcome, Failure):
+            raise outcome
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list

@@ -33,7 +33,6 @@ from gateway.protocol import adapter_of
 from gateway.upstream import retry
 from gateway.upstream.health import Health, Readmit, State, counts_against
 from gateway.upstream.link import UpstreamLink, Verdict
-from gateway.upstream.reach import connectable
 from gateway.upstream.settings import UpstreamSettings
 
 log = structlog.get_logger(__name__)
@@ -118,7 +117,13 @@ class Targets:
         none is usable); ``turn``: a call goes there (a question about it does not
         move the turn, or every call would land where the question did)."""
         now = self._clock()
-        usable = [i for i, h in enumerate(self.health) if i not in skip and h.usable(now)]
+        usable = [
+            i
+            for i, h in enumerate(self.health)
+            if i not in skip
+            and h.usable(now)
+            and not (h.state is State.TRIAL and self.outstanding[i])  # one trial at a time
+        ]
         if not usable:
             return None
         self._turn += turn
@@ -201,7 +206,10 @@ class Targets:
         health, now = self.health[index], self._clock()
         if isinstance(outcome, Failure) and counts_against(outcome):
             was = health.state
-            health.failed(now, outcome.message)
+            # Out for time-outs: a check its hanging tools would pass (a ping answers)
+            # does not take it back, only a call that succeeds.
+            slow = outcome.kind is FailureKind.UPSTREAM_TIMEOUT
+            health.failed(now, outcome.message, readmit=Readmit.CALL if slow else Readmit.ANY)
             if health.state is State.OUT and was is not State.OUT:
                 self._ejected(index, outcome.message, now)
         else:
@@ -334,11 +342,8 @@ class Targets:
             health.failed(now, problem, at_once=True, readmit=readmit)
 
     async def _problem(self, link: UpstreamLink) -> str | None:
-        try:
-            if link.verdict is None:
-                await asyncio.wait_for(link.ensure("anonymous", {}), self.check_within)
-            elif link.settings.command is None:
-                await asyncio.wait_for(connectable(link.settings.url), self.check_within)
+        try:  # an MCP request in the target's revision, bounded: it answers MCP
+            await asyncio.wait_for(link.ping(), self.check_within)
         except Failure as failure:
             if failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
                 return None  # it answers; it wants the client's credentials

@@ -65,6 +65,14 @@ class FakeLink:
         self.calls.append(call.method)
         return self.outcome
 
+    async def ensure(self, principal: str, headers: Any) -> _Verdict:
+        self.verdict = _Verdict()
+        return self.verdict
+
+    async def ping(self) -> None:  # what a check asks: the era, then a ping
+        if self.verdict is None:
+            await self.ensure("anonymous", {})
+
     async def open(self, exchange: Exchange) -> Failure | None:
         assert exchange.downstream is not None
         self.opened.append(exchange.downstream.key)
@@ -247,18 +255,10 @@ async def test_checks_asked_together_or_soon_after_are_one_round(
     assert len(asked) == 4
 
 
-async def test_a_target_of_another_era_stays_out_until_a_check_finds_the_routes_era(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_target_of_another_era_stays_out_until_a_check_finds_the_routes_era() -> None:
     """Issue 46: ejected by a check, then re-admitted by the first call after its
     back-off (6 of 32 calls reached it). Now no call goes to it, and only a check that
     probes it again and finds the route's era takes it back."""
-    import gateway.upstream.targets as module
-
-    async def connects(url: str) -> None:
-        return None
-
-    monkeypatch.setattr(module, "connectable", connects)
     now = [0.0]
     a, b = FakeLink("a"), FakeLink("b")
     b.verdict = _Verdict(_Adapter(has_handshake=False))
@@ -271,7 +271,7 @@ async def test_a_target_of_another_era_stays_out_until_a_check_finds_the_routes_
         b.verdict = _Verdict(speaks[0])
         return b.verdict
 
-    b.forget, b.ensure = forget, ensure  # type: ignore[attr-defined]
+    b.forget, b.ensure = forget, ensure  # type: ignore[attr-defined, method-assign]
     targets = make(a, b, now=now)
     await targets.check(1)
     assert targets.states()[1]["state"] == "ejected"
@@ -286,3 +286,31 @@ async def test_a_target_of_another_era_stays_out_until_a_check_finds_the_routes_
     now[0] = 5000.0
     await targets.check(1)
     assert targets.states()[1]["state"] == "up"
+
+
+async def test_a_target_out_for_time_outs_comes_back_only_by_a_call_one_trial_at_a_time() -> None:
+    """Issue 47: a hanging target's check (a ping) passes while its tools hang; a
+    passing check re-admitted it and reset its back-off. Now only a call that succeeds
+    takes it back, one trial call at a time, each failed trial doubling its time out."""
+    slow = Failure(FailureKind.UPSTREAM_TIMEOUT, "no answer within 2 s")
+    now = [0.0]
+    a, b = FakeLink("a", slow), FakeLink("b")
+    targets = make(a, b, now=now)
+    for _ in range(3):
+        targets._judge(0, slow)
+    assert targets.states()[0]["state"] == "ejected"
+    now[0] = 3.0  # its back-off (2 s) passed: a check that passes does not take it back
+    await targets.check(0)
+    assert targets.states()[0]["state"] != "up"
+    assert targets._pick(skip={1}) == 0  # one trial call...
+    targets.outstanding[0] += 1
+    assert targets._pick(skip={1}) is None  # ...at a time
+    targets.outstanding[0] -= 1
+    targets._judge(0, slow)  # the trial timed out: out for twice as long
+    assert targets.health[0].until == 7.0
+    now[0] = 8.0
+    await targets.check(0)
+    assert targets.states()[0]["state"] != "up"
+    assert targets._pick(skip={1}) == 0
+    targets._judge(0, Value({}))  # a call that succeeds takes it back
+    assert targets.states()[0]["state"] == "up"
