@@ -387,6 +387,9 @@ class Runner:
                 outcome = await self._handle(arrival, call, exchange)
         if isinstance(outcome, Failure) and arrival.reword_failure is not None:
             outcome = arrival.reword_failure(outcome)
+        gone = isinstance(outcome, Failure) and outcome.kind is FailureKind.SESSION_NOT_FOUND
+        if gone and arrival.session is not None:  # its upstream side is gone: so is it
+            self.end_session(arrival.session.id)
         detail = outcome.message if isinstance(outcome, Failure) else None
         if isinstance(outcome, Failure):  # the upstream's internals stay in the log
             outcome = for_client(outcome, self.route.path, self.route.backend.hidden)

@@ -57,6 +57,8 @@ FRESH_CHECKS = 1.0
 
 
 OTHER_ERA = "it speaks another protocol era than the route's other targets"
+# A client session whose target is out: what its client is told (with its 404).
+SESSION_GONE = "Session not found: its server is gone; start a new session"
 
 
 class Targets:
@@ -146,6 +148,12 @@ class Targets:
                 return self._task_targets.get(task_id)
         return None
 
+    def _gone(self, index: int) -> bool:
+        """The target is out (ejected, its back-off not over, or taken back only by a
+        check): what it held is not to be had now."""
+        health = self.health[index]
+        return not health.usable(self._clock()) or health.readmit is Readmit.CHECK
+
     def down(self) -> Failure:
         """Every target is out: when the first may be tried again."""
         now = self._clock()
@@ -160,6 +168,12 @@ class Targets:
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         held = self._held(call, exchange)
+        if held is not None and exchange.downstream is not None and self._gone(held):
+            # The client's session lives on a target that is out: the session is over,
+            # said as its revision says it (404), so its next initialize lands on a
+            # target that is in.
+            self._pins.pop(exchange.downstream.key, None)
+            return Failure(FailureKind.SESSION_NOT_FOUND, SESSION_GONE)
         if held is not None:
             return await self._sent(held, call, exchange)
         if exchange.downstream is not None and not self.stateless:

@@ -241,3 +241,32 @@ async def test_a_sigkilled_targets_calls_go_to_the_others(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_a_session_whose_target_died_ends_and_its_client_starts_again_elsewhere(
+    http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Issue 47, item 3: a handshake-era session pinned to a target that died was told
+    'unreachable, retry' on every call until the target came back. Once its target is
+    out the session is over (HTTP 404, as the revision says an ended session is), and
+    the client's next initialize lands on a live target; a stateless client's calls
+    go on on the live one."""
+    async with targets(2) as found:
+        (a, _), (b, _) = found
+        async with running_gateway(route([a.url, b.url]), tmp_path=tmp_path) as gw:
+            session = await open_session(http, gw.url())
+            first = await call_tool_legacy(http, gw.url(), session, "echo", {"text": "s"}, id_=1)
+            assert text_of(first.result) == "echo: s", first.message
+            pinned, other = (a, b) if a.calls else (b, a)
+            await pinned.stop()
+            await until(lambda: _has(http, gw.base, "ejected"))
+            ended = await call_tool_legacy(http, gw.url(), session, "echo", {"text": "s"}, id_=2)
+            assert ended.status == 404, ended.text
+            assert "start a new session" in ended.text
+            again = await call_tool_legacy(http, gw.url(), session, "echo", {"text": "s"}, id_=3)
+            assert again.status == 404, again.text  # the session is over for good
+            fresh = await open_session(http, gw.url())
+            reply = await call_tool_legacy(http, gw.url(), fresh, "echo", {"text": "n"}, id_=4)
+            assert text_of(reply.result) == "echo: n", reply.message
+            await echo(http, gw.url(), 5)  # a stateless client: on the live target
+            assert other.calls == 2
