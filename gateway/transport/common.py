@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -87,6 +88,26 @@ def reporter(adapters: AdapterSet, preamble: Preamble) -> Adapter:
     return adapters.default_legacy
 
 
+# How long telling a client that a question is withdrawn may take (a client whose
+# stream is gone is not waited for).
+WITHDRAW_WITHIN = 1.0
+
+
+async def _withdraw(
+    adapter: Adapter, request_id: Any, send: Callable[[dict[str, Any]], Awaitable[None]]
+) -> None:
+    """Tell the client a question it was asked is withdrawn: `notifications/cancelled`
+    for the server's request (every revision has it), before whatever comes next."""
+    notice = adapter.encode_event(
+        Event("notifications/cancelled", {"requestId": request_id, "reason": "no longer needed"})
+    )
+    if notice is None:
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(WITHDRAW_WITHIN):
+            await send(notice)
+
+
 def push_asker(
     adapter: Adapter,
     session: Session,
@@ -112,10 +133,14 @@ def push_asker(
         await send(message)
         try:
             return await asyncio.wait_for(future, timeout)
-        except (TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError) as exc:
             session.questions.forget(request_id)
-            if not future.cancelled():
+            current = asyncio.current_task()
+            withdrawn = current is not None and current.cancelling() > 0
+            if withdrawn or isinstance(exc, TimeoutError):  # the client need not answer now
+                await _withdraw(adapter, request_id, send)
+            if withdrawn:
                 raise
-            return Answer.refusal(ask.kind)
+            return Answer.refusal(ask.kind)  # timed out, or the session ended
 
     return asker

@@ -283,9 +283,12 @@ class Calls:
         try:
             async for incoming in reply.messages:
                 if is_response_to(incoming, upstream_id, reply.status):
-                    # As when asks were answered one by one: the call's result is
-                    # handed on only once what it asked has been answered.
-                    await answering.all_answered()
+                    if exchange.can_park:
+                        # A round's questions are the client's next round: the result
+                        # is handed on once what it asked has been answered.
+                        await answering.all_answered()
+                    else:  # the upstream answered without them: withdrawn, at once
+                        await answering.withdraw()
                     return adapter.client_read_response(call, incoming)
                 if rpc.is_request(incoming):
                     await answering.take(incoming)
@@ -474,6 +477,7 @@ class _Answering:
         self.calls, self.channel, self.upstream_id = calls, channel, upstream_id
         self.exchange, self.headers = exchange, headers
         self.tasks: dict[asyncio.Task[None], dict[str, Any]] = {}  # the question each answers
+        self.asking: set[asyncio.Task[None]] = set()  # of those, the ones the client holds
         self.clock = clock
         self.asked = 0  # requests the upstream sent in this call
 
@@ -511,14 +515,19 @@ class _Answering:
             self.clock.pause()  # the upstream waits on the client now, not we on it
         task = self.calls.spawn(self._answer(message))
         self.tasks[task] = message
+        self.asking.add(task)
         task.add_done_callback(self._done)
 
     async def _answer(self, message: dict[str, Any]) -> None:
         answer = await self.calls.answer_request(self.channel.adapter, message, self.exchange.ask)
+        task = asyncio.current_task()
+        if task is not None:
+            self.asking.discard(task)  # answered: on its way upstream
         await self.calls.send_answer(self.channel.carrier, answer, self.headers)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.pop(task, None)
+        self.asking.discard(task)
         if not self.tasks and self.clock is not None:
             self.clock.resume()
         if not self.tasks and self.channel.inflight is not None:
@@ -529,6 +538,14 @@ class _Answering:
     async def all_answered(self) -> None:
         if self.tasks:
             await asyncio.wait(set(self.tasks))
+
+    async def withdraw(self) -> None:
+        """The upstream answered the call: the questions its client still holds are
+        withdrawn (cancelled toward the client, where its revision says so), and the
+        answers already on their way upstream finish."""
+        for task in list(self.asking):
+            task.cancel()
+        await self.all_answered()
 
     def stop(self) -> None:
         """The call was abandoned: what it asked no longer needs an answer.  Ended

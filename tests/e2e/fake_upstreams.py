@@ -158,6 +158,7 @@ class FakeUpstream:
         self.behaviour = behaviour
         self.announce = announce
         self.released = asyncio.Event()
+        self.go = asyncio.Event()  # `ask_then_go` answers once this is set
         self.call_started = asyncio.Event()
         self.calls = 0
         self.initializes = 0
@@ -273,6 +274,8 @@ class FakeUpstream:
         """An `ask` tool: each of its asks in turn on the POST's SSE stream, then the
         result (`hello <answers>`); other tools echo."""
         name = str(params.get("name"))
+        if name == "ask_then_go":
+            return await self._ask_then_go(request, id_)
         if name not in ASK_TOOLS:
             text = str((params.get("arguments") or {}).get("text", ""))
             result = {"content": [{"type": "text", "text": f"echo: {text}"}]}
@@ -297,6 +300,33 @@ class FakeUpstream:
             await stream.write(_sse(_rpc_result(id_, result)))
         except (ConnectionError, RuntimeError):
             pass  # the gateway went away (it cancelled the call)
+        return stream
+
+    async def _ask_then_go(self, request: web.Request, id_: Any) -> web.StreamResponse:
+        """`ask_then_go`: asks for a name, then, once the test sets ``go``, answers
+        without waiting for it (a handler that gave up on its question)."""
+        stream = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+        self._ask_ids += 1
+        message = {
+            "jsonrpc": "2.0",
+            "id": f"ask-{self._ask_ids}",
+            "method": "elicitation/create",
+            "params": ASK_NAME,
+        }
+        await stream.write(_sse(message))
+        await self._note(self.asked, message)
+        go = asyncio.ensure_future(self.go.wait())  # the test's word (or teardown's)
+        released = asyncio.ensure_future(self.released.wait())
+        try:
+            await asyncio.wait({go, released}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            go.cancel()
+            released.cancel()
+        result = {"content": [{"type": "text", "text": "went on without it"}]}
+        await stream.write(_sse(_rpc_result(id_, result)))
         return stream
 
     async def _ask(
