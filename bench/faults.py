@@ -10,14 +10,23 @@ making 2026-07-28 calls in turn: `read_it` (readOnlyHint), `same_again`
     4 s   target 1 killed (SIGKILL), calls in flight on it    8 s  started again
    12 s   target 2 answers HTTP 500 after running the tool    16 s  well again
    20 s   target 3 resets each connection after running it    24 s  well again
-   28 s   target 1 slow (2 s, past the route's 1.5 s timeout) 32 s  well again
-   36 s   the end
+   28 s   target 1 hangs (takes connections, answers pings,  36 s  well again
+          never a tool call; the route's timeout is 1.5 s)
+   40 s   the end
+
+Besides them a 2025-11-25 session client calls `read_it` in its own session, which
+lives on one target: when that target dies or hangs, it is told its session is over
+(404) and starts a new one.
 
 It prints the calls answered, failed (and whether each failure was a clear JSON-RPC
 error naming the route), sent again (the gateway's own count), run twice where that
 was not safe (a `plain` op the servers' files hold twice: must be 0) and where it
-was (the safe tools), each target's time to be ejected and re-admitted as /readyz
-saw it, and the latency of answered calls per phase against the baseline.
+was (the safe tools), what the failed calls were told (must be 0: told to send again,
+by `Retry-After` or `retryAfterSeconds`, a call that may have run; told "not sent" of
+a call that ran), the hanging target's time to be ejected, the time-outs it cost and
+whether /readyz ever showed it up while it hung, each target's time to be ejected
+and re-admitted as /readyz saw it, the session client's sessions ended and started
+again, and the latency of answered calls per phase against the baseline.
 """
 
 from __future__ import annotations
@@ -52,10 +61,11 @@ PHASES = [  # (at, label, action)
     (16.0, "t2 well", ("mode", 1, "ok")),
     (20.0, "t3 resets", ("mode", 2, "reset")),
     (24.0, "t3 well", ("mode", 2, "ok")),
-    (28.0, "t1 slow", ("mode", 0, "slow")),
-    (32.0, "t1 well", ("mode", 0, "ok")),
+    (28.0, "t1 hangs", ("mode", 0, "hang")),
+    (36.0, "t1 well", ("mode", 0, "ok")),
 ]
-END = 36.0
+END = 40.0
+HANG, HANG_END = 28.0, 36.0
 KINDS = ("read_it", "same_again", "plain", "tools/list", "resources/read")
 
 
@@ -67,6 +77,9 @@ class Call:
     latency: float
     ok: bool
     clear: bool = True
+    status: int = 200
+    advice: bool = False  # told when to send it again (Retry-After, retryAfterSeconds)
+    not_sent: bool = False  # told it was not sent
 
 
 @dataclass
@@ -150,14 +163,19 @@ async def _call(http: aiohttp.ClientSession, url: str, kind: str, op: str, phase
     try:
         async with http.post(url, data=orjson.dumps(body), headers=headers) as response:
             message = orjson.loads(await response.read())
+            status, retry_after = response.status, "Retry-After" in response.headers
     except (aiohttp.ClientError, orjson.JSONDecodeError, TimeoutError):
         return Call(phase, kind, op, time.monotonic() - started, False, False)
     latency = time.monotonic() - started
     error = message.get("error") if isinstance(message, dict) else None
     if error is None:
         return Call(phase, kind, op, latency, True)
-    clear = isinstance(error, dict) and "route /mcp" in str(error.get("message"))
-    return Call(phase, kind, op, latency, False, clear)
+    if not isinstance(error, dict):
+        return Call(phase, kind, op, latency, False, False, status, retry_after)
+    said = str(error.get("message"))
+    advice = retry_after or "retryAfterSeconds" in str(error.get("data"))
+    clear = "route /mcp" in said
+    return Call(phase, kind, op, latency, False, clear, status, advice, "was not sent" in said)
 
 
 SCALE = 1.0  # the timeline's (--tiny: a quarter)
@@ -177,6 +195,88 @@ async def _load(http: aiohttp.ClientSession, url: str, t0: float, calls: list[Ca
             calls.append(await _call(http, url, kind, f"c{n}-{next(ops)}", _phase(now)))
 
     await asyncio.gather(*(caller(n) for n in range(CALLERS)))
+
+
+@dataclass
+class SessionClient:
+    """A 2025-11-25 client in a session of its own: what it was told, call by call."""
+
+    calls: int = 0
+    answered: int = 0
+    ended: int = 0  # told its session is over (404): it starts a new one
+    failed: int = 0
+    advised: int = 0  # of the failures, told to send again
+    sessions: int = 0
+
+
+HANDSHAKE = "2025-11-25"
+
+
+async def _session_client(
+    http: aiohttp.ClientSession, url: str, t0: float, client: SessionClient
+) -> None:
+    session: str | None = None
+    ops = itertools.count()
+    while time.monotonic() - t0 < END * SCALE:
+        if session is None:
+            session = await _open(http, url)
+            client.sessions += session is not None
+            if session is None:
+                await asyncio.sleep(0.1)  # nowhere to open it: a moment, then again
+                continue
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        body["params"] = {"name": "read_it", "arguments": {"op": f"s-{next(ops)}"}}
+        headers = _session_headers(session)
+        client.calls += 1
+        try:
+            async with http.post(url, data=orjson.dumps(body), headers=headers) as response:
+                status, text = response.status, await response.text()
+        except (aiohttp.ClientError, TimeoutError):
+            client.failed += 1
+            continue
+        if status == 404:
+            client.ended, session = client.ended + 1, None
+        elif '"error"' in text:
+            client.failed += 1
+            client.advised += "retryAfterSeconds" in text
+        else:
+            client.answered += 1
+
+
+def _session_headers(session: str | None = None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": HANDSHAKE,
+    }
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return headers
+
+
+async def _open(http: aiohttp.ClientSession, url: str) -> str | None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": HANDSHAKE,
+            "capabilities": {},
+            "clientInfo": {"name": "s", "version": "0"},
+        },
+    }
+    try:
+        async with http.post(url, data=orjson.dumps(init), headers=_session_headers()) as response:
+            session = response.headers.get("Mcp-Session-Id")
+            await response.read()
+        if session is None:
+            return None
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with http.post(url, data=orjson.dumps(done), headers=_session_headers(session)):
+            pass
+        return session
+    except (aiohttp.ClientError, TimeoutError):
+        return None
 
 
 async def _watch(
@@ -222,15 +322,19 @@ async def run() -> dict[str, Any]:
                 await _ready(http, lab.base)
                 calls: list[Call] = []
                 seen: list[tuple[float, int, str]] = []
+                session = SessionClient()
                 t0 = time.monotonic()
                 await asyncio.gather(
                     _load(http, lab.base + "/mcp", t0, calls),
+                    _session_client(http, lab.base + "/mcp", t0, session),
                     _watch(http, lab, t0, seen),
                     _drive(lab, t0),
                 )
                 async with http.get(lab.base + "/metrics") as response:
                     metrics = await response.text()
-            return _figures(calls, seen, lab.runs(), metrics)
+            figures = _figures(calls, seen, lab.runs(), metrics)
+            figures["session_client"] = vars(session)
+            return figures
         finally:
             lab.close()
 
@@ -278,6 +382,8 @@ def _figures(
             }
         )
     return {
+        **_told_figures(calls, runs),
+        **_hang_figures(calls, seen),
         "calls": len(calls),
         "answered": sum(c.ok for c in calls),
         "failed_clear": sum(1 for c in calls if not c.ok and c.clear),
@@ -290,6 +396,39 @@ def _figures(
     }
 
 
+def _told_figures(calls: list[Call], runs: dict[str, int]) -> dict[str, Any]:
+    """What failed calls were told, against what ran."""
+    failed = [c for c in calls if not c.ok]
+    tools = [c for c in failed if c.kind not in ("tools/list", "resources/read")]
+    return {
+        # Told to send again a tool call that ran, or may have: a client following the
+        # advice could run it twice (the safe tools excepted: twice does no harm).
+        "unsafe_retry_advice": sum(
+            1 for c in tools if c.kind == "plain" and c.advice and runs.get(c.op, 0) > 0
+        ),
+        "said_not_sent_but_ran": sum(1 for c in tools if c.not_sent and runs.get(c.op, 0) > 0),
+        "told": {
+            f"{status} {'retry' if advice else 'no retry'}": sum(
+                1 for c in failed if c.status == status and c.advice == advice
+            )
+            for status, advice in sorted({(c.status, c.advice) for c in failed})
+        },
+    }
+
+
+def _hang_figures(calls: list[Call], seen: list[tuple[float, int, str]]) -> dict[str, Any]:
+    """The hanging target (target 1, from HANG to HANG_END): how soon it was out, what
+    it cost, and whether /readyz showed it up while it hung."""
+    start, end = HANG * SCALE, HANG_END * SCALE
+    ejected = [t for t, i, s in seen if i == 0 and s == "ejected" and start <= t < end]
+    up = [t for t, i, s in seen if i == 0 and s == "up" and ejected and ejected[0] < t < end]
+    return {
+        "hang_ejected_after_s": round(ejected[0] - start, 2) if ejected else None,
+        "hang_time_outs": sum(1 for c in calls if c.phase == "t1 hangs" and c.status == 504),
+        "hang_shown_up": len(up),
+    }
+
+
 def render(figures: dict[str, Any]) -> str:
     lines = [
         f"calls {figures['calls']}, answered {figures['answered']}, failed with a clear error "
@@ -297,6 +436,13 @@ def render(figures: dict[str, Any]) -> str:
         f"sent again by the gateway: {figures['sent_again']}",
         f"run twice where not safe (plain): {figures['run_twice_unsafe']}   "
         f"where safe (read_it, same_again): {figures['run_twice_safe']}",
+        f"told to send again a call that may have run: {figures['unsafe_retry_advice']}   "
+        f"told 'not sent' of a call that ran: {figures['said_not_sent_but_ran']}",
+        f"what failed calls were told (HTTP status, advice): {figures['told']}",
+        f"hanging target: ejected after {figures['hang_ejected_after_s']} s, "
+        f"{figures['hang_time_outs']} time-outs while it hung, "
+        f"shown up {figures['hang_shown_up']} times while it hung",
+        f"session client: {figures['session_client']}",
         "",
         f"{'phase':<12} {'calls':>6} {'answered':>9} {'failed':>7} {'p50 ms':>8} {'+p50 ms':>8}",
     ]
@@ -322,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     figures = asyncio.run(run())
     print(orjson.dumps(figures).decode() if args.json else render(figures))
-    return 1 if figures["run_twice_unsafe"] else 0
+    bad = figures["run_twice_unsafe"] + figures["unsafe_retry_advice"]
+    return 1 if bad + figures["said_not_sent_but_ran"] else 0
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Plain aiohttp, no gateway code.  Tools: ``read_it`` (readOnlyHint), ``same_again
 (idempotentHint), ``plain`` (no hint); a resource ``file:///doc``.  Every tool run is
 appended to RUNS_FILE (``<op>\\n``, flushed before the answer), so the bench can count
 what ran twice even across a SIGKILL.  ``POST /control`` with a body ``ok``, ``500``,
-``reset`` or ``slow`` sets how every later call goes: answered; HTTP 500 after the
-tool ran; the connection reset after it ran; answered after 2 s.
+``reset``, ``slow`` or ``hang`` sets how every later call goes: answered; HTTP 500
+after the tool ran; the connection reset after it ran; answered after 2 s; no answer
+until the mode changes (a ``ping`` is still answered at once, as a server whose tools
+hang answers its pings).
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ SLOW = 2.0
 class FaultServer:
     def __init__(self, runs_file: str) -> None:
         self.mode = "ok"
+        self.moved = asyncio.Event()
         self.runs = open(runs_file, "a", buffering=1)  # noqa: SIM115 (lives with the process)
 
     async def control(self, request: web.Request) -> web.Response:
         self.mode = (await request.text()).strip()
+        self.moved.set()  # a hanging call looks at the mode again
+        self.moved = asyncio.Event()
         return web.Response(text=self.mode)
 
     async def mcp(self, request: web.Request) -> web.StreamResponse:
@@ -68,8 +73,9 @@ class FaultServer:
             self.runs.write(f"{op}\n")
             self.runs.flush()
             result = {"content": [{"type": "text", "text": f"ran {op}"}]}
-        elif method == "ping":
-            result = {}
+        elif method == "ping":  # answered whatever the mode
+            body = {"jsonrpc": "2.0", "id": id_, "result": {}}
+            return web.Response(body=orjson.dumps(body), content_type="application/json")
         else:
             error = {"code": -32601, "message": "Method not found"}
             return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error})
@@ -85,6 +91,8 @@ class FaultServer:
             return web.Response(status=500)
         if self.mode == "slow":
             await asyncio.sleep(SLOW)
+        while self.mode == "hang":
+            await self.moved.wait()
         return web.Response(body=orjson.dumps(message), content_type="application/json")
 
 

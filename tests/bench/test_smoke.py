@@ -81,6 +81,8 @@ def test_faults_never_runs_a_plain_tool_twice(capsys: pytest.CaptureFixture[str]
 
     report = run_json(faults.main, ["--tiny"], capsys)
     assert report["run_twice_unsafe"] == 0
+    assert report["unsafe_retry_advice"] == 0 and report["said_not_sent_but_ran"] == 0
+    assert report["hang_shown_up"] == 0 and report["session_client"]["calls"] > 0
     assert report["answered"] > 0 and report["failed_unclear"] == 0
     assert {row["phase"] for row in report["phases"]} == {label for _, label, _ in faults.PHASES}
 
