@@ -51,9 +51,12 @@ class FileStore:
             return None
         return data
 
-    async def register(self, replica: Replica, ttl: float) -> None:
+    async def register(self, replica: Replica, ttl: float) -> bool:
+        path = self.root / "replicas" / f"{_safe(replica.id)}.json"
+        was = self._read(path) is not None  # (an expired one reads as None)
         entry = {"replica": orjson.loads(replica.dump()), "expiry": time.time() + ttl}
-        self._write(self.root / "replicas" / f"{_safe(replica.id)}.json", entry)
+        self._write(path, entry)
+        return was
 
     async def deregister(self, replica_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

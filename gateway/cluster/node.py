@@ -72,6 +72,7 @@ class ClusterNode:
         self.heartbeat_ttl = heartbeat_ttl
         # When this replica last found the store's registry lost (loop time).
         self._forgot_at = -math.inf
+        self._announced = False  # once: a registration then missing means a lost store
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
@@ -120,9 +121,7 @@ class ClusterNode:
         try:
             if await self.store.replica(self.id) is not None:
                 return False
-            self._forgot_at = loop.time()
-            log.warning("cluster store lost the registry (restarted empty?): announcing again")
-            await self._announce()
+            await self._announce()  # it notes when the store forgot, and says so
         except Exception as exc:
             self._unreachable(exc)
         return True
@@ -151,7 +150,14 @@ class ClusterNode:
 
     async def _announce(self) -> None:
         replica = Replica(self.id, self.url, self.draining)
-        await self.store.register(replica, self.heartbeat_ttl)
+        was = await self.store.register(replica, self.heartbeat_ttl)
+        if not was and self._announced and not self.draining:
+            # Our own key was gone: the store forgot every replica (restarted empty, a
+            # failover to a copy that never had it).  For a heartbeat's TTL an owner
+            # not found may be alive and not announced again yet: never "gone".
+            self._forgot_at = asyncio.get_running_loop().time()
+            log.warning("cluster store lost the registry (restarted empty?): announcing again")
+        self._announced = True
 
     async def _heartbeat(self) -> None:
         """Announce every third of the TTL; publish a fresh verdict at once, so a

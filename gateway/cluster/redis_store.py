@@ -65,8 +65,12 @@ class RedisStore:
     async def ping(self) -> None:
         await self._redis.ping()
 
-    async def register(self, replica: Replica, ttl: float) -> None:
-        await self._redis.set(self._replicas + replica.id, replica.dump(), px=_ms(ttl))
+    async def register(self, replica: Replica, ttl: float) -> bool:
+        # SET ... GET: the write says what it replaced, so a heartbeat that finds its
+        # own key gone learns the store forgot (restarted empty, or failed over to a
+        # replica that never had it), in the same round trip.
+        key = self._replicas + replica.id
+        return await self._redis.set(key, replica.dump(), px=_ms(ttl), get=True) is not None
 
     async def deregister(self, replica_id: str) -> None:
         await self._redis.delete(self._replicas + replica_id)

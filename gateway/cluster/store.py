@@ -60,8 +60,9 @@ class Replica:
 class ClusterStore(Protocol):
     """The shared state of a cluster (Redis, a directory, or this process)."""
 
-    async def register(self, replica: Replica, ttl: float) -> None:
-        """Announce (or keep announcing: the heartbeat) a replica for ``ttl`` seconds."""
+    async def register(self, replica: Replica, ttl: float) -> bool:
+        """Announce (or keep announcing: the heartbeat) a replica for ``ttl`` seconds;
+        whether it was still registered (False to a heartbeat: the store forgot it)."""
 
     async def deregister(self, replica_id: str) -> None: ...
 
@@ -107,8 +108,11 @@ class MemoryStore:
         self._results: dict[str, tuple[bytes, float]] = {}
         self._buckets = LocalBuckets()
 
-    async def register(self, replica: Replica, ttl: float) -> None:
-        self._replicas[replica.id] = (replica, time.monotonic() + ttl)
+    async def register(self, replica: Replica, ttl: float) -> bool:
+        now = time.monotonic()
+        before = self._replicas.get(replica.id)
+        self._replicas[replica.id] = (replica, now + ttl)
+        return before is not None and before[1] >= now
 
     async def deregister(self, replica_id: str) -> None:
         self._replicas.pop(replica_id, None)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -132,3 +134,41 @@ async def test_an_owner_that_refuses_for_a_moment_is_relayed_to_when_it_listens(
         await admin.aclose()
     assert status == 200 and body["result"]["content"][0]["text"] == "x", body
     assert heard == ["blip.0123456789abcdef"]
+
+
+def _replica_id(log: str) -> str:
+    match = re.search(r'"replica": "([0-9a-f]+)"[^\n]*"event": "joined the cluster"', log)
+    assert match is not None, log[-2000:]
+    return match.group(1)
+
+
+async def test_a_replica_that_announced_itself_first_still_knows_the_store_forgot(
+    pair: Pair, http: aiohttp.ClientSession
+) -> None:
+    """Issue 48, item 1: the replica a request lands on re-announced itself to the
+    emptied store before the owner did; finding its own key there, it took the store
+    for whole and the owner for gone (404 "Session not found", "the replica that held
+    this call is gone"). Its heartbeat's write now says the key was missing: the owner
+    not found is a 503 to send again until it has announced itself, then relayed."""
+    client = await session_on_a(pair, http)
+    a_id = owner_of_session(client)
+    key, state = await greet_first(http, pair.a, 1)
+    b_id = _replica_id(pair.b_log())
+    owner = pair.cluster.replicas[0].process
+    assert owner is not None
+    owner.send_signal(signal.SIGSTOP)  # the owner cannot announce itself meanwhile
+    try:
+        pair.store.stop()
+        pair.store.start()
+        await asyncio.to_thread(wait_registered, pair.store, b_id)  # B announced first
+        echo = await echo_at_b(pair, http, client, 7, "again")
+        greeting = await greet_at_b(pair, http, 8, key, state)
+        assert not relayed_or_send_again(echo) and not relayed_or_send_again(greeting)
+    finally:
+        owner.send_signal(signal.SIGCONT)
+    await asyncio.to_thread(wait_registered, pair.store, a_id)
+    echo = await echo_at_b(pair, http, client, 7, "again")
+    greeting = await greet_at_b(pair, http, 8, key, state)
+    assert echo[0] == 200 and echo[1]["result"]["content"][0]["text"] == "again", echo
+    assert greeting[0] == 200, greeting
+    assert greeting[1]["result"]["content"][0]["text"] == "Hello, Ada!", greeting
