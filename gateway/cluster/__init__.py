@@ -22,17 +22,22 @@ REDIS_SCHEMES = (
 
 
 def open_store(
-    url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
+    url: str,
+    pool_size: int = POOL_SIZE,
+    pool_timeout: float = POOL_TIMEOUT,
+    confirm: bool = True,
 ) -> ClusterStore:
     """``redis://HOST:PORT/DB`` (or ``rediss://``, ``unix://``, through Sentinel:
     ``redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE[/DB]``, or a Redis Cluster:
     ``redis+cluster://HOST:PORT[,HOST:PORT]``), ``file:///DIR`` (one
     machine's workers) or ``memory:`` (this process only).  ``pool_size`` and
-    ``pool_timeout``: a Redis store's connections (see :mod:`.redis_store`)."""
+    ``pool_timeout``: a Redis store's connections; ``confirm``: spent-state markers
+    confirmed by a replica of the store (see :mod:`.redis_store`)."""
     if url.startswith(REDIS_SCHEMES):
         from gateway.cluster.redis_store import RedisStore  # the optional extra
 
-        return RedisStore(url.replace("valkey://", "redis://", 1), pool_size, pool_timeout)
+        url = url.replace("valkey://", "redis://", 1)
+        return RedisStore(url, pool_size, pool_timeout, confirm)
     if url.startswith("file://"):
         from gateway.cluster.filestore import FileStore
 

@@ -24,12 +24,14 @@ class ClusterOptions:
     # A Redis store's connections at most, and how long a command waits for one.
     pool_size: int = POOL_SIZE
     pool_timeout: float = POOL_TIMEOUT
+    # Spent-state markers wait for a replica of a Redis store to hold them.
+    confirm: bool = True
 
     def node(self, state_key: bytes) -> ClusterNode:
         from gateway.cluster import open_store
 
         return ClusterNode(
-            open_store(self.store_url, self.pool_size, self.pool_timeout),
+            open_store(self.store_url, self.pool_size, self.pool_timeout, self.confirm),
             state_key,
             heartbeat_ttl=self.heartbeat_ttl,
             relay_timeout=self.relay_timeout,

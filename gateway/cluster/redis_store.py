@@ -12,6 +12,9 @@ each need the store failed beyond it.)
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +33,14 @@ from gateway.policy import Limit, Taken
 PREFIX = "gw:"
 # How long connecting and each command may take (seconds).
 SOCKET_TIMEOUT = 5.0
+# How long a spent-state marker waits for a replica of the store to hold it (WAIT).
+CONFIRM_MS = 1000
+# While the primary has shown no replica, how often it is asked again (seconds).
+LOOK_EVERY = 5.0
+
+
+class Unconfirmed(Exception):
+    """A write that must outlive a failover was not confirmed by a replica."""
 
 
 class RedisStore:
@@ -41,9 +52,20 @@ class RedisStore:
     tokens and when they were counted, expiring once full again)."""
 
     def __init__(
-        self, url: str, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT
+        self,
+        url: str,
+        pool_size: int = POOL_SIZE,
+        pool_timeout: float = POOL_TIMEOUT,
+        confirm: bool = True,
     ) -> None:
         self.url = url
+        # Spent-state markers confirmed by a replica (WAIT) once the primary has been
+        # seen with one: from then on a primary without any (a stale one, cut off by a
+        # failover) cannot take a marker the resync would wipe.  Not on a Redis
+        # Cluster (WAIT is per shard there; documented).
+        self._confirm = confirm and not url.startswith(CLUSTER_SCHEMES)
+        self._had_replicas = False
+        self._looked_at = -math.inf
         # On a Redis Cluster the registrations share one hash slot (read together).
         slotted = url.startswith(CLUSTER_SCHEMES)
         self._replicas = f"{PREFIX}{{replicas}}:" if slotted else f"{PREFIX}replica:"
@@ -87,7 +109,34 @@ class RedisStore:
         return [replica for replica in found if replica is not None]
 
     async def use_once(self, key: str, ttl: float) -> bool:
-        return bool(await self._redis.set(f"{PREFIX}used:{key}", b"1", nx=True, px=_ms(ttl)))
+        name = f"{PREFIX}used:{key}"
+        if not await self._confirmed_writes():
+            return bool(await self._redis.set(name, b"1", nx=True, px=_ms(ttl)))
+        # One connection for both: WAIT counts the replicas holding its writes.
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(name, b"1", nx=True, px=_ms(ttl))
+        pipe.execute_command("WAIT", 1, CONFIRM_MS)
+        spent, held_by = await pipe.execute()
+        if not spent:
+            return False
+        if int(held_by) < 1:
+            # Not spent after all: a failover now could lose it, so the round is not
+            # finished; its client sends it again (a 503), and this marker goes.
+            with contextlib.suppress(Exception):
+                await self._redis.delete(name)
+            raise Unconfirmed("no replica of the cluster store confirmed the spent state")
+        return True
+
+    async def _confirmed_writes(self) -> bool:
+        """Whether markers wait for a replica: once the primary has had one."""
+        if not self._confirm or self._had_replicas:
+            return self._confirm
+        now = time.monotonic()
+        if now - self._looked_at >= LOOK_EVERY:  # none yet: looked at now and then
+            self._looked_at = now
+            info = await self._redis.info("replication")
+            self._had_replicas = int(info.get("connected_slaves", 0)) > 0
+        return self._had_replicas
 
     async def verdict(self, route: str) -> dict[str, Any] | None:
         return load_object(await self._redis.get(f"{PREFIX}verdict:{route}"))

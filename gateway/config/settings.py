@@ -473,6 +473,10 @@ class Settings(BaseSettings):
     # gateway.cluster.store's POOL_SIZE and POOL_TIMEOUT (settings cannot import it).
     cluster_pool: int = Field(100, ge=1, le=10_000)
     cluster_pool_timeout: float = Field(2.0, gt=0)
+    # A spent requestState's marker waits (WAIT, 1 s) for a replica of a Redis store to
+    # hold it, once the primary has had one: a round is not finished on a marker a
+    # failover could lose (503 to send again).  false: a marker is the primary's alone.
+    cluster_confirm: bool = True
     # Set by `--workers` for its children: they share the listening port.
     reuse_port: bool = False
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead

@@ -65,6 +65,7 @@ def cluster_options(settings: Settings) -> ClusterOptions | None:
         relay_timeout=timeout + 5.0,
         pool_size=settings.cluster_pool,
         pool_timeout=settings.cluster_pool_timeout,
+        confirm=settings.cluster_confirm,
     )
 
 
