@@ -58,6 +58,9 @@ class FileStore:
         self._write(path, entry)
         return was
 
+    async def follow_primary(self) -> None:
+        return None  # one directory: no primary to follow
+
     async def deregister(self, replica_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.root / "replicas" / f"{_safe(replica_id)}.json").unlink()

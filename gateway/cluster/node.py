@@ -173,6 +173,7 @@ class ClusterNode:
                 beat = False
             try:
                 if beat:
+                    await self.store.follow_primary()  # before writing: to the primary
                     await self._announce()
                 await self.verdicts.publish()
             except Exception as exc:  # the store is down: keep serving what is ours

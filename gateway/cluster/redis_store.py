@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+import structlog
+from redis.asyncio.sentinel import SentinelConnectionPool
 
 from gateway.cluster.redis_buckets import RedisBuckets
 from gateway.cluster.redis_cluster import SCHEMES as CLUSTER_SCHEMES
@@ -29,6 +31,8 @@ from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
 from gateway.core.jsonrpc import load_object
 from gateway.policy import Limit, Taken
+
+log = structlog.get_logger(__name__)
 
 PREFIX = "gw:"
 # How long connecting and each command may take (seconds).
@@ -93,6 +97,21 @@ class RedisStore:
         # replica that never had it), in the same round trip.
         key = self._replicas + replica.id
         return await self._redis.set(key, replica.dump(), px=_ms(ttl), get=True) is not None
+
+    async def follow_primary(self) -> None:
+        """Behind Sentinel: the primary the sentinels name now; when it is not the one
+        the pool's connections were made to (a stalled primary that came back still
+        a primary, until the sentinels demote it), every connection is dropped, so
+        no heartbeat or marker goes on to it past this heartbeat."""
+        pool = self._redis.connection_pool
+        if not isinstance(pool, SentinelConnectionPool):
+            return
+        known = pool.master_address
+        named = await pool.sentinel_manager.discover_master(pool.service_name)
+        if known is not None and tuple(named) != tuple(known):
+            pool.master_address = named
+            await pool.disconnect(inuse_connections=True)
+            log.warning("the cluster store's primary changed: connections moved to it")
 
     async def deregister(self, replica_id: str) -> None:
         await self._redis.delete(self._replicas + replica_id)

@@ -15,6 +15,7 @@ is refused a second time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -108,7 +109,13 @@ def primary_named(sentinel_port: int) -> int:
 
 @pytest.fixture(scope="module")
 def sentinelled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentinelled]:
-    tmp = tmp_path_factory.mktemp("sentinel")
+    with sentinel_lab(tmp_path_factory.mktemp("sentinel")) as lab:
+        yield lab
+
+
+@contextlib.contextmanager
+def sentinel_lab(tmp: Path) -> Iterator[Sentinelled]:
+    """A primary, its replica, a sentinel, the demo upstream, two replicas behind nginx."""
     primary_port, replica_port, sentinel_port, demo_port = (free_port() for _ in range(4))
     conf = tmp / "sentinel.conf"
     conf.write_text(
