@@ -56,3 +56,13 @@ def static_headers(
             raise HeaderError(f"{where}: {file} is not UTF-8 text") from None
         headers[header] = header_value(where, header, text)
     return headers
+
+
+def credentials_from(from_env: Mapping[str, str], from_file: Mapping[str, str]) -> str:
+    """Where the Authorization a route sends upstream comes from ("headers_from_env
+    UPSTREAM_AUTH"), if it sends one itself; else ""."""
+    for option, mapping in (("headers_from_env", from_env), ("headers_from_file", from_file)):
+        for header, source in mapping.items():
+            if header.lower() in ("authorization", "proxy-authorization"):
+                return f"{option} {source}"
+    return ""

@@ -44,7 +44,7 @@ from gateway.bridge.backend import (
     DEFAULT_PARK_TTL_OVER_QUOTA,
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
-from gateway.config.headers import HeaderError, static_headers
+from gateway.config.headers import HeaderError, credentials_from, static_headers
 from gateway.config.route_options import (
     BY_NAME,
     ROUTE_KEYS,
@@ -134,8 +134,7 @@ class RouteSpec(BaseModel):
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    # stdio upstreams: one child (one upstream session) for every caller of the route,
-    # instead of a child per client session (or per stateless pool), the default.
+    # stdio: one child for every caller of the route, not one per client session.
     shared: bool = False
     # Accepted for older configurations: a child per caller is now the default.
     per_principal: bool = False
@@ -316,6 +315,7 @@ class RouteSpec(BaseModel):
             max_connections=self.max_connections,
             max_message=self.max_message,
             route=self.path,
+            credentials_from=credentials_from(self.headers_from_env, self.headers_from_file),
         )
 
     @field_validator("forward_headers")

@@ -114,7 +114,16 @@ async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
     try:
         found = await asyncio.wait_for(link.ensure("anonymous", {}), within)
     except Failure as failure:
-        if failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
+        status = failure.data.get("status") if isinstance(failure.data, dict) else None
+        refused = failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN) or (
+            failure.kind is FailureKind.UPSTREAM_REFUSED and status in (401, 403)
+        )
+        if refused and settings.credentials_from:  # the route's own credentials
+            source = settings.credentials_from
+            verdict.problem = f"the upstream refused the Authorization set by {source}"
+            verdict.hint = f"check the secret in {source.split(' ', 1)[1]}"
+            return verdict
+        if refused:
             verdict.note = "reachable; it wants the client's credentials"
             return verdict
         verdict.problem, verdict.hint = await diagnose(str(failure.message), settings)

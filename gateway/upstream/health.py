@@ -59,9 +59,15 @@ class Readmit(enum.Enum):
 
 def counts_against(failure: Failure) -> bool:
     """Whether a call's failure says something about the target (not the client)."""
+    status = failure.data.get("status") if isinstance(failure.data, dict) else None
+    if failure.kind in (FailureKind.UPSTREAM_PROTOCOL, FailureKind.UPSTREAM_REFUSED) and (
+        status is not None
+    ):
+        # A 4xx is the request's (or the route's own credentials refused: every
+        # target alike, and no reason to take one out).
+        return isinstance(status, int) and status >= 500
     if failure.kind is FailureKind.UPSTREAM_PROTOCOL:
-        status = failure.data.get("status") if isinstance(failure.data, dict) else None
-        return isinstance(status, int) and status >= 500  # a 4xx is the request's
+        return False
     return failure.kind in COUNTED
 
 

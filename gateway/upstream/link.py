@@ -162,7 +162,10 @@ class UpstreamLink:
             if self.verdict is not None:
                 return self.verdict
             handshake = partial(self._first_session, headers)
-            verdict = await self._probe.run(headers, handshake)
+            try:
+                verdict = await self._probe.run(headers, handshake)
+            except Failure as failure:
+                raise self.refused_own(failure) from None
             self._set_verdict(verdict)
             log.info(
                 "upstream era detected",
@@ -378,10 +381,26 @@ class UpstreamLink:
         try:
             verdict = await self.ensure(exchange.principal, exchange.forward_headers)
         except Failure as failure:
-            return failure
+            return self.refused_own(failure)
         if not verdict.adapter.has_handshake:
-            return await self._handle_modern(verdict.adapter, call, exchange)
-        return await self._handle_legacy(verdict, call, exchange)
+            outcome = await self._handle_modern(verdict.adapter, call, exchange)
+        else:
+            outcome = await self._handle_legacy(verdict, call, exchange)
+        return self.refused_own(outcome) if isinstance(outcome, Failure) else outcome
+
+    def refused_own(self, failure: Failure) -> Failure:
+        """An upstream 401/403 to credentials the route sets itself is the route's
+        misconfiguration: a gateway error naming where they come from, never a login
+        challenge sent on to the client (whose token is not what was refused)."""
+        source = self.settings.credentials_from
+        if not source or failure.kind not in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
+            return failure
+        status = 401 if failure.kind is FailureKind.UNAUTHORIZED else 403
+        return Failure(
+            FailureKind.UPSTREAM_REFUSED,
+            f"the upstream refused the Authorization set by {source} (HTTP {status})",
+            {"status": status},
+        )
 
     async def _handle_legacy(
         self, verdict: Verdict, call: Call, exchange: Exchange, own: str | None = None

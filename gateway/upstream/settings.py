@@ -65,6 +65,10 @@ class UpstreamSettings:
     # The largest message the upstream may send (an SSE event, a JSON body, a stdio
     # line); None: each carrier's own bound (16 MiB over HTTP, 32 MiB over stdio).
     max_message: int | None = None
+    # Where the route's own upstream credentials come from ("headers_from_env
+    # UPSTREAM_AUTH"), when it sets Authorization itself: then an upstream 401/403 is
+    # the route's misconfiguration, not a login for the client.  "": the client's own.
+    credentials_from: str = ""
     client_info: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_INFO))
     client_capabilities: dict[str, Any] = field(default_factory=lambda: dict(GATEWAY_CAPABILITIES))
 
