@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
 from gateway.core import ServerProfile
 from gateway.protocol import AdapterSet
+from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, Verdict
 from gateway.upstream.reach import connectable, spawnable
 from gateway.upstream.targets import Targets
@@ -141,6 +143,9 @@ class Backend:
         if self.targets is not None:
             return await self._targets_ready(self.targets)
         link = self.link
+        crash_loop = _crash_loop(link.crashes)
+        if crash_loop is not None:  # said from its children, not by starting another
+            return crash_loop
         try:
             if link.verdict is None:
                 await asyncio.wait_for(link.ensure("anonymous", {}), within)
@@ -178,3 +183,20 @@ class Backend:
     async def close(self) -> None:
         """End the bridge's own work (parked calls, tasks, subscriptions)."""
         await self.forwarder.close()
+
+
+# Crashes in a row past which a stdio route is not ready (its command keeps exiting).
+CRASH_LOOP = 3
+
+
+def _crash_loop(crashes: Crashes | None) -> dict[str, Any] | None:
+    """/readyz's answer for a command that keeps exiting: how often, its back-off,
+    and the last lines it wrote to stderr (None: it does not)."""
+    if crashes is None or crashes.failures < CRASH_LOOP:
+        return None
+    return {
+        "ready": False,
+        "error": f"its command keeps exiting ({crashes.failures} times in a row)",
+        "next_start_in_s": round(crashes.delay(time.monotonic()), 1),
+        "last_stderr": crashes.last_said(),
+    }

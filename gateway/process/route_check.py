@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shlex
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from gateway.bridge.backend import Backend
 from gateway.core import Failure, FailureKind
 from gateway.core.redaction import safe_command, safe_url, scrub
+from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
 from gateway.upstream.reach import spawnable
 
@@ -182,6 +184,17 @@ def _diagnose_http(message: str, settings: UpstreamSettings) -> tuple[str, str]:
     return scrub(message), ""
 
 
+def crash_loop(settings: UpstreamSettings, crashes: Crashes) -> TargetVerdict:
+    """A stdio route whose command keeps exiting: how often in a row, what it said."""
+    verdict = TargetVerdict(upstream_name(settings))
+    verdict.problem = f"the command keeps exiting ({crashes.failures} times in a row)"
+    said = crashes.last_said()
+    verdict.hint = (
+        f"its last stderr line: {said[-1]}" if said else "run the command by hand to see why"
+    )
+    return verdict
+
+
 async def _diagnose_stdio(message: str, settings: UpstreamSettings) -> tuple[str, str]:
     assert settings.command is not None
     program = settings.command[0]
@@ -267,6 +280,11 @@ async def watch(
 
 async def _verdict(path: str, backend: Backend, within: float) -> RouteVerdict:
     link = backend.link
+    crashes = link.crashes
+    if link.verdict is None and crashes is not None and crashes.delay(time.monotonic()) > 0:
+        # Its command keeps exiting: said from what its children left, not by starting
+        # it again before its back-off is over (the watch would restart it forever).
+        return RouteVerdict(path, [crash_loop(link.settings, crashes)])
     if backend.targets is not None:
         found = await asyncio.gather(*(reach(t, within) for t in backend.targets.links))
         return RouteVerdict(path, judged_together(list(found)))

@@ -43,6 +43,7 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream import retry
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
+from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
@@ -95,6 +96,9 @@ class UpstreamLink:
         )
         # The carrier modern requests and the probe go through.
         self._primary: Carrier = self._streamable
+        # A stdio command's crashes, shared by every child of it (its back-off, what it
+        # last wrote to stderr); None over HTTP.
+        self.crashes = Crashes() if settings.transport == "stdio" else None
         if settings.transport == "stdio":
             if not settings.command:
                 raise ValueError("a stdio upstream needs a command")
@@ -102,6 +106,7 @@ class UpstreamLink:
                 settings.command,
                 env=settings.env,
                 cwd=settings.cwd,
+                crashes=self.crashes,
                 route=settings.route,
                 read_timeout=None,  # bounded in all by the route's timeout (Calls)
                 listen_named=listen_named,
@@ -130,6 +135,7 @@ class UpstreamLink:
         self._sessions = SessionPool(
             settings, adapters, http, (self._primary, self._streamable), self._calls
         )
+        self._sessions.crashes = self.crashes
         # A tool's declared header parameters, by the newest stateless revision's rules.
         self._tools = ToolBook(next(iter(adapters.stateless), None))
         # Whose roots a stateless pool's server sees (upstream/roots.py).

@@ -38,6 +38,7 @@ from gateway.protocol import Adapter, AdapterSet
 from gateway.protocol.models import LOG_LEVELS
 from gateway.upstream.calls import Calls, listen_named, quiet, roundtrip
 from gateway.upstream.carriers.base import Carrier, CarrierError, start_carrier
+from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.open_session import UpstreamSession
@@ -105,6 +106,7 @@ class SessionPool:
         # The route's carrier (Streamable HTTP or its stdio child), and Streamable HTTP.
         self._primary, self._streamable = carriers
         self._calls = calls
+        self.crashes: Crashes | None = None  # the route's stdio command's (its link's)
         self._sessions: OrderedDict[str, UpstreamSession] = OrderedDict()
         self._counts = PoolCounts()  # the pools among them, by principal
         self._locks: KeyedLocks[str] = KeyedLocks()
@@ -447,6 +449,7 @@ class SessionPool:
             settings.command,
             env=settings.env,
             cwd=settings.cwd,
+            crashes=self.crashes,
             route=settings.route,
             read_timeout=None,  # bounded in all by the route's timeout (Calls)
             listen_named=listen_named,

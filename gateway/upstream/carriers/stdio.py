@@ -36,6 +36,7 @@ import structlog
 from gateway.core.jsonrpc import response_id
 from gateway.core.jsonrpc import valid_id as is_id
 from gateway.upstream.carriers.base import Carrier, CarrierError, Message, UpstreamReply, Where
+from gateway.upstream.carriers.crashes import DEFAULT_BACKOFF, DEFAULT_BACKOFF_MAX, Crashes
 from gateway.upstream.carriers.demux import (
     Demux,
     DropOldestQueue,
@@ -173,8 +174,9 @@ class StdioCarrier(Carrier):
     skipped); ``max_stderr_line`` truncates stderr lines and
     ``stderr_lines_per_second`` throttles their logging.  A crashed child is
     restarted by ``start()`` after ``backoff_initial`` seconds, doubling with
-    each crash in a row up to ``backoff_max``; a child that ran for
-    ``healthy_after`` seconds before crashing starts the count afresh.
+    each crash in a row up to ``backoff_max`` (a minute); a child that ran for
+    ``healthy_after`` seconds before crashing starts the count afresh.  ``crashes``
+    is the route's record when its children share one (see :mod:`.crashes`).
     ``close()`` closes stdin, waits ``close_timeout``, sends SIGTERM to the
     process group, waits ``term_timeout``, then sends SIGKILL, and reaps.
     ``read_timeout`` bounds the silence on a request's answer (None: unbounded).
@@ -200,8 +202,9 @@ class StdioCarrier(Carrier):
         max_queued: int = 1024,
         max_stderr_line: int = DEFAULT_MAX_STDERR_LINE,
         stderr_lines_per_second: float = 100.0,
-        backoff_initial: float = 0.1,
-        backoff_max: float = 5.0,
+        backoff_initial: float = DEFAULT_BACKOFF,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+        crashes: Crashes | None = None,
         healthy_after: float = 30.0,
         close_timeout: float = 2.0,
         term_timeout: float = 2.0,
@@ -226,8 +229,8 @@ class StdioCarrier(Carrier):
         # Set while the era probe sends a request the server may not know.
         self.quiet_stderr = False
         self._stderr_rate = stderr_lines_per_second
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
+        # The route's record of crashes (shared by its children), or this one's own.
+        self.crashes = crashes or Crashes(backoff_initial, backoff_max)
         self._healthy_after = healthy_after
         self._close_timeout = close_timeout
         self._term_timeout = term_timeout
@@ -237,8 +240,6 @@ class StdioCarrier(Carrier):
         self._lock = asyncio.Lock()
         self._write_lock = asyncio.Lock()
         self._epoch = 0  # bumped by close(): a start() in progress then gives up
-        self._failures = 0  # crashes (or failed spawns) in a row
-        self._last_failure = 0.0
         self.restarts = 0
         self.generation = 0
         self.last_exit_code: int | None = None
@@ -266,10 +267,7 @@ class StdioCarrier(Carrier):
 
     def backoff_delay(self) -> float:
         """How long ``start()`` would wait now before spawning."""
-        if self._failures == 0:
-            return 0.0
-        delay: float = min(self._backoff_initial * 2.0 ** (self._failures - 1), self._backoff_max)
-        return max(0.0, delay - (time.monotonic() - self._last_failure))
+        return self.crashes.delay(time.monotonic())
 
     # ------------------------------------------------------------- lifecycle
 
@@ -284,7 +282,7 @@ class StdioCarrier(Carrier):
                 await asyncio.sleep(delay)
             if epoch != self._epoch:
                 raise CarrierError("the carrier was closed while starting")
-            restart = self._failures > 0
+            restart = self.crashes.failures > 0
             child = await self._spawn()
             if epoch != self._epoch:  # close() ran while we spawned
                 await self._stop(child, CarrierError("the carrier was closed while starting"))
@@ -331,10 +329,10 @@ class StdioCarrier(Carrier):
 
     def _record_failure(self, child: _Child | None = None) -> None:
         now = time.monotonic()
-        if child is not None and now - child.started >= self._healthy_after:
-            self._failures = 0  # it ran well for a while: not a crash loop
-        self._failures += 1
-        self._last_failure = now
+        # A child that ran well for a while before it went is no crash loop.
+        self.crashes.failed(
+            now, ran_well=child is not None and now - child.started >= self._healthy_after
+        )
 
     async def close(self) -> None:
         self._epoch += 1
@@ -448,8 +446,10 @@ class StdioCarrier(Carrier):
                 assert isinstance(line, bytes)
                 child.stderr_lines += 1
                 child.stderr_bytes += len(line) + 1
+                text = line.rstrip().decode(errors="replace")
+                if text.strip():
+                    self.crashes.said(text)  # kept for the warning of its exit, /readyz
                 if throttle.allow():
-                    text = line.rstrip().decode(errors="replace")
                     suppressed = throttle.take_suppressed()
                     # While the era probe runs, a legacy server's complaints about the
                     # modern request it was sent are expected: debug, not info.
@@ -486,7 +486,13 @@ class StdioCarrier(Carrier):
             return
         child.fail(error)
         self._record_failure(child)
-        child.log.warning("the stdio server stopped", reason=str(error))
+        child.log.warning(
+            "the stdio server stopped",
+            reason=str(error),
+            last_stderr=self.crashes.last_said(),
+            in_a_row=self.crashes.failures,
+            next_start_in_s=round(self.crashes.delay(time.monotonic()), 1),
+        )
         if child.exited.is_set():
             await self._reap(child)
         else:
