@@ -134,8 +134,7 @@ class RouteSpec(BaseModel):
     # stdio upstreams: extra environment for the command, and its working directory.
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    # stdio: one child for every caller of the route, not one per client session.
-    shared: bool = False
+    shared: bool = False  # stdio: one child for every caller, not one per client session
     # Accepted for older configurations: a child per caller is now the default.
     per_principal: bool = False
     # End an upstream session (DELETE) when its client's session ends; false only for
@@ -482,6 +481,7 @@ class Settings(BaseSettings):
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
+    server_banner: bool = False  # the Server header with versions (what runs where)
     # The operators' console (gateway/console): off unless asked for, on a listener of
     # its own; its token only from GATEWAY_CONSOLE_TOKEN.  Bodies are recorded only
     # when asked for; each route keeps its last ``console_calls`` calls.

@@ -16,7 +16,9 @@ import aiohttp
 import orjson
 import structlog
 from aiohttp import web
+from aiohttp.http import SERVER_SOFTWARE
 
+from gateway import __version__
 from gateway.auth.discovery import DocumentFetcher, UpstreamAuth
 from gateway.auth.front import RouteAuth
 from gateway.auth.tokens import TokenPolicy, TokenValidator
@@ -131,6 +133,7 @@ class Gateway:
         cluster: ClusterOptions | None = None,
         reuse_port: bool = False,
         lean_lane: bool = True,
+        server_banner: bool = False,
         console: ConsoleOptions | None = None,
     ) -> None:
         self.specs = routes
@@ -163,6 +166,10 @@ class Gateway:
         # The usual POST served off the socket (gateway/transport/lane.py).
         self.lean_lane = lean_lane
         self.lane: Lane | None = None
+        # What the Server header says: the product alone, unless asked for versions
+        # (what runs where is no business of a client's).
+        versions = f"mcp-gateway/{__version__} {SERVER_SOFTWARE}"
+        self.banner = versions if server_banner else "mcp-gateway"
         self._listener: asyncio.Server | None = None
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints],
@@ -189,6 +196,7 @@ class Gateway:
             cluster=cluster_options(settings),
             reuse_port=settings.reuse_port,
             lean_lane=settings.lean_lane,
+            server_banner=settings.server_banner,
             console=console_options(settings),
         )
 
@@ -235,7 +243,7 @@ class Gateway:
             client_max_size=max(64 * 1024 * 1024, self.max_body_bytes + 1),
             middlewares=middlewares,
         )
-        app.on_response_prepare.append(_add_request_id)
+        app.on_response_prepare.append(self._on_prepare)
         loopback = is_loopback(self.host)
         self.ops.guard = OriginGuard(
             loopback_only=loopback,
@@ -388,6 +396,11 @@ class Gateway:
             trust_forwarded=self.trust_forwarded,
             upstream=UpstreamAuth(spec.upstream, fetcher),
         )
+
+    async def _on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Every aiohttp answer: the request id, and the Server header (its banner)."""
+        _add_request_id(request, response)
+        response.headers["Server"] = self.banner
 
     async def _front_page(self, request: web.Request) -> web.StreamResponse:
         """``/`` (no route there): the page naming the routes, for a browser."""
@@ -619,7 +632,7 @@ def _say_route(verdict: RouteVerdict) -> None:
             log.warning("route broken", route=verdict.path, **target.fields())
 
 
-async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     request_id = request.get(REQUEST_ID)
     if isinstance(request_id, str):
         response.headers.setdefault(REQUEST_ID_HEADER, request_id)

@@ -9,8 +9,6 @@ from html import escape
 
 from aiohttp import web
 
-from gateway import __version__
-
 MCP_HEADERS = ("mcp-session-id", "mcp-protocol-version", "last-event-id")
 
 
@@ -32,7 +30,7 @@ def page(request: web.Request, paths: Iterable[str]) -> web.Response:
 <html lang="en"><head><meta charset="utf-8"><title>MCP gateway</title></head>
 <body>
 <h1>MCP gateway</h1>
-<p>This is an MCP (Model Context Protocol) gateway, version {escape(__version__)}: it lets
+<p>This is an MCP (Model Context Protocol) gateway: it lets
 an MCP client of any protocol revision use the MCP servers behind it. It is not a web
 site: its endpoints answer MCP clients, not browsers.</p>
 <h2>Endpoints</h2>

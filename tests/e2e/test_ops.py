@@ -162,7 +162,7 @@ async def test_errors_are_counted_by_outcome(http: aiohttp.ClientSession, tmp_pa
             for line in text.splitlines()
             if line.startswith("gateway_request_errors_total{") and 'method="tools/call"' in line
         ]
-        assert errors and 'outcome="upstream_protocol"' in errors[0], text
+        assert errors and 'outcome="upstream_refused"' in errors[0], text  # its HTTP 500
 
 
 async def test_readyz_follows_the_upstream(
@@ -323,3 +323,23 @@ headers_from_env = {{ Authorization = "OPS_TEST_UPSTREAM_TOKEN" }}
     call = next(h for h in fake.headers if h.get("x-tenant"))
     assert call["x-tenant"] == "acme" and "x-not-forwarded" not in call
     assert "upstream-secret" not in gw.log()
+
+
+def test_no_versions_in_the_server_header_or_the_front_page_unless_asked(
+    tmp_path: Path,
+) -> None:
+    """Issue 49, item 7: `Server: Python/3.11 aiohttp/3.x` and the version on `/` told
+    anyone who asked what runs where; now the banner is opt-in (server_banner)."""
+    import urllib.request
+
+    for banner, expected in (("false", "mcp-gateway"), ("true", "mcp-gateway/")):
+        env = {"GATEWAY_SERVER_BANNER": banner}
+        with gateway(tmp_path=tmp_path, env=env) as running:
+            ask = urllib.request.Request(running.url("/"), headers={"Accept": "text/html"})
+            with urllib.request.urlopen(ask, timeout=10) as response:
+                server, page = response.headers["Server"], response.read().decode()
+        assert "version" not in page
+        if banner == "false":
+            assert server == expected
+        else:
+            assert server.startswith(expected) and "aiohttp" in server
