@@ -471,7 +471,8 @@ HeaderOption = Annotated[
         "-H",
         metavar="NAME=ENV_VAR",
         help="Send header NAME (e.g. Authorization) upstream with the value of environment "
-        "variable ENV_VAR; repeatable.",
+        "variable ENV_VAR (NAME:ENV_VAR, as the route option writes it, works too); "
+        "repeatable.",
     ),
 ]
 
@@ -598,9 +599,10 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
 def _env_headers(specs: list[str]) -> dict[str, str]:
     headers = {}
     for spec in specs:
-        name, eq, variable = spec.partition("=")
+        # NAME=ENV_VAR, or NAME:ENV_VAR as the route option headers_from_env writes it.
+        name, eq, variable = spec.partition("=") if "=" in spec else spec.partition(":")
         if not eq or not name or not variable:
-            raise SettingsError(f"--header {spec!r}: expected NAME=ENV_VAR")
+            raise SettingsError(f"--header {spec!r}: expected NAME=ENV_VAR (or NAME:ENV_VAR)")
         if variable not in os.environ:
             raise SettingsError(f"--header {spec!r}: environment variable {variable} is not set")
         headers[name] = os.environ[variable]

@@ -365,6 +365,8 @@ def test_version_and_help() -> None:
         (["probe", UPSTREAM, "--transport", "tcp"], "--transport"),
         (["probe", UPSTREAM, "--version", "1999"], "unknown revision '1999'"),
         (["probe", UPSTREAM, "-H", "Authorization"], "expected NAME=ENV_VAR"),
+        # NAME:ENV_VAR, as the route option writes it, is read the same way.
+        (["probe", UPSTREAM, "-H", "Authorization:NO_SUCH_VAR_X"], "NO_SUCH_VAR_X is not set"),
         (["probe"], "Missing argument 'UPSTREAM'"),
     ],
 )
