@@ -52,9 +52,10 @@ BASE_TOOLS = {"echo", "add", "image", "fail", "summarize", "show_roots", "progre
 METHOD_NOT_FOUND = -32601
 # What the older Python SDK servers answer to an unknown method themselves (direct, no
 # gateway): 1.9.4, 1.22.0 and 1.30.0 fail the request's validation; 1.7.1 drops its SSE stream,
-# which the gateway reports as an unreachable upstream.  Every other server: -32601.
+# which the gateway reports as the answer lost after the request was sent.  Every other
+# server: -32601.
 UNKNOWN_METHOD_ANSWER = {
-    "python-1.7.1-server": (-32603, "the upstream is unreachable"),
+    "python-1.7.1-server": (-32603, "the upstream's answer was lost"),
     "python-1.9.4-server": (-32602, "Invalid request parameters"),
     "python-1.22.0-server": (-32602, "Invalid request parameters"),
     "python-1.30.0-server": (-32602, "Invalid request parameters"),
