@@ -82,8 +82,8 @@ OPTIONS: tuple[RouteOption, ...] = (
     RouteOption(
         "health_every",
         "SECONDS",
-        "how often each target of a route with several is checked (it takes connections; "
-        "it speaks the route's protocol era)",
+        "how often each target of a route with several is checked (it answers an MCP "
+        "ping in its revision; it speaks the route's protocol era)",
         "5",
     ),
     RouteOption("connect_timeout", "SECONDS", "connecting to the upstream", "10"),
