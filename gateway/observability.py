@@ -88,6 +88,7 @@ def configure_logging(
         final: list[structlog.typing.Processor] = [
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            scrub_exception,  # a traceback's text under the one redaction rule too
             renderer,
         ]
     else:  # colour codes only for a terminal, never into a file or a pipe
@@ -141,6 +142,17 @@ def escape_control(
     for key, value in event.items():
         if isinstance(value, str) and not key.startswith("_") and _CONTROL.search(value):
             event[key] = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    return event
+
+
+def scrub_exception(
+    logger: Any, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A rendered traceback (its exception messages may quote a URL) made safe."""
+    for key in ("exception", "stack"):
+        value = event.get(key)
+        if isinstance(value, str):
+            event[key] = scrub(value)
     return event
 
 

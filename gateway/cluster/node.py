@@ -171,9 +171,13 @@ class ClusterNode:
                 async with asyncio.timeout(self.heartbeat_ttl / 3):
                     await self.verdicts.fresh.wait()
                 beat = False
+            if beat:
+                try:  # before writing: to the primary
+                    await self.store.follow_primary()
+                except Exception as exc:  # the sentinels unreachable: the announce still goes
+                    log.warning("cluster store primary not checked", error=str(exc))
             try:
                 if beat:
-                    await self.store.follow_primary()  # before writing: to the primary
                     await self._announce()
                 await self.verdicts.publish()
             except Exception as exc:  # the store is down: keep serving what is ours

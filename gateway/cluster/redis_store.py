@@ -103,7 +103,7 @@ class RedisStore:
         the pool's connections were made to (a stalled primary that came back still
         a primary, until the sentinels demote it), every connection is dropped, so
         no heartbeat or marker goes on to it past this heartbeat."""
-        pool = self._redis.connection_pool
+        pool = getattr(self._redis, "connection_pool", None)  # none on a Redis Cluster
         if not isinstance(pool, SentinelConnectionPool):
             return
         known = pool.master_address
@@ -135,10 +135,12 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=False)
         pipe.set(name, b"1", nx=True, px=_ms(ttl))
         pipe.execute_command("WAIT", 1, CONFIRM_MS)
-        spent, held_by = await pipe.execute()
+        spent, held_by = await pipe.execute(raise_on_error=False)
+        if isinstance(spent, Exception):
+            raise spent
         if not spent:
             return False
-        if int(held_by) < 1:
+        if isinstance(held_by, Exception) or int(held_by) < 1:
             # Not spent after all: a failover now could lose it, so the round is not
             # finished; its client sends it again (a 503), and this marker goes.
             with contextlib.suppress(Exception):

@@ -9,10 +9,13 @@ keeps it and :class:`gateway.config.settings.RouteSpec`'s fields the same set.
 from __future__ import annotations
 
 import difflib
+import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+
+from gateway.core.redaction import safe_command, safe_url
 
 
 class Kind(Enum):
@@ -318,6 +321,28 @@ def unquote(value: str) -> str:
     return value
 
 
+STDIO = "stdio:"
+
+
+def shown_route(path: str, rest: str) -> str:
+    """A ``--route`` as an error repeats it: its path and upstream, secrets out (a URL's
+    user info and query values, a command's secret options); its options are not
+    repeated (the error names the one at fault: a value may be a secret)."""
+    try:
+        upstream, *options = split_outside_quotes(rest)
+    except ValueError:  # an unclosed quote: the text as it is, made safe
+        upstream, options = rest, []
+    if upstream.startswith(STDIO):
+        try:
+            words = shlex.split(upstream[len(STDIO) :])
+        except ValueError:
+            words = upstream[len(STDIO) :].split()
+        shown = STDIO + shlex.join(safe_command(words))
+    else:
+        shown = safe_url(unquote(upstream))
+    return f"{path}={shown}" + (",..." if options else "")
+
+
 def parse_options(parts: list[str]) -> dict[str, object]:
     """The ``key=value`` parts of a ``--route`` as RouteSpec values (ValueError names
     the first bad one, with the nearest known option)."""
@@ -330,8 +355,8 @@ def parse_options(parts: list[str]) -> dict[str, object]:
         key, eq, raw = part.partition("=")
         option = BY_NAME.get(key)
         if not eq or option is None:
-            raise ValueError(
-                f"unknown option {part!r}{did_you_mean(key, BY_NAME)} "
+            raise ValueError(  # its name only: the value may be a secret
+                f"unknown option {key!r}{did_you_mean(key, BY_NAME)} "
                 "(all options: gateway serve --help, docs/reference/route-options.md)"
             )
         values[key] = _value(option, unquote(raw))

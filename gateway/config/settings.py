@@ -50,10 +50,11 @@ from gateway.config.route_options import (
     ROUTE_KEYS,
     did_you_mean,
     parse_options,
+    shown_route,
     split_outside_quotes,
     unquote,
 )
-from gateway.core.redaction import REDACTED, is_secret_key, scrub
+from gateway.core.redaction import REDACTED, is_secret_key, redact, scrub
 from gateway.core.urls import http_url
 from gateway.policy import Rate, Rule
 from gateway.transport.route import (
@@ -135,8 +136,7 @@ class RouteSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     shared: bool = False  # stdio: one child for every caller, not one per client session
-    # Accepted for older configurations: a child per caller is now the default.
-    per_principal: bool = False
+    per_principal: bool = False  # accepted for older configurations (now the default)
     # End an upstream session (DELETE) when its client's session ends; false only for
     # a server that cannot take it (e.g. mcp 1.9.x servers crash on DELETE).
     end_sessions: bool = True
@@ -326,7 +326,7 @@ class RouteSpec(BaseModel):
     def parse(cls, text: str) -> RouteSpec:
         """``PATH=UPSTREAM[,key=value...]``, the `--route` syntax."""
         path, sep, rest = text.partition("=")
-        shown = scrub(text)  # the route as its errors repeat it: no URL's secrets
+        shown = shown_route(path, rest)  # as errors repeat it: no secrets, no options
         if not sep or not path.startswith("/") or not rest:
             raise SettingsError(
                 f"--route {shown!r}: expected PATH=UPSTREAM, e.g. /mcp=http://127.0.0.1:3000/mcp"
@@ -623,8 +623,8 @@ def describe(exc: ValidationError) -> str:
         elif error["type"] == "missing":
             parts.append(f"{key}: required")
         else:
-            shown = REDACTED if any(map(_secret_place, error["loc"])) else error["input"]
-            parts.append(f"{key} = {scrub(repr(shown))}: {scrub(message)}")
+            shown = REDACTED if any(map(_secret_place, error["loc"])) else redact(error["input"])
+            parts.append(f"{key} = {shown!r}: {scrub(message)}")
     return _one_line("; ".join(parts))
 
 

@@ -84,10 +84,19 @@ def normal_key(key: object) -> str:
     return _SEPARATORS.sub("", str(key).lower())
 
 
+# A key whose normal form ends in one of these is secret (OPENAI_KEY, DB_PASS, GH_PAT,
+# SENTRY_DSN, x-auth-key): over-redacting a "monkey" is the cheaper mistake.
+SECRET_ENDINGS = ("key", "pass", "pat", "dsn")
+
+
 def is_secret_key(key: object) -> bool:
     """Whether a value under this key (a JSON member, a header, a log field) is secret."""
     name = normal_key(key)
-    return name in SECRET_NAMES or any(part in name for part in SECRET_PARTS)
+    return (
+        name in SECRET_NAMES
+        or any(part in name for part in SECRET_PARTS)
+        or name.endswith(SECRET_ENDINGS)
+    )
 
 
 def redact(value: Any) -> Any:
@@ -111,11 +120,15 @@ def safe_url(url: object) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep:
         return _USERINFO.sub("", text)
+    # User info first: a password may hold a raw '?' or '#' (a URL that does not
+    # parse is the one whose error repeats it); everything to the authority's last '@'.
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = authority.rpartition("@")[2]
+    rest = authority + slash + path
     rest, _, fragment = rest.partition("#")
     rest, question, query = rest.partition("?")
-    authority, slash, path = rest.partition("/")
-    authority = authority.rpartition("@")[2]
-    out = f"{scheme}://{authority}{slash}{path}"
+    out = f"{scheme}://{rest}"
     if question:
         out += "?" + "&".join(_no_value(item) for item in query.split("&"))
     if fragment:

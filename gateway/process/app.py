@@ -166,10 +166,7 @@ class Gateway:
         # The usual POST served off the socket (gateway/transport/lane.py).
         self.lean_lane = lean_lane
         self.lane: Lane | None = None
-        # What the Server header says: the product alone, unless asked for versions
-        # (what runs where is no business of a client's).
-        versions = f"mcp-gateway/{__version__} {SERVER_SOFTWARE}"
-        self.banner = versions if server_banner else "mcp-gateway"
+        self.banner = _banner(server_banner)
         self._listener: asyncio.Server | None = None
         self.metrics = Metrics(
             routes=lambda: [e.route for e in self.endpoints],
@@ -430,6 +427,11 @@ class Gateway:
         except (web.HTTPException, asyncio.CancelledError, ConnectionError):
             raise
         except Exception:
+            # An MCP POST whose answer has not begun is answered in JSON-RPC; anything
+            # else (an answer already streaming, an ops endpoint whose status a probe
+            # reads) goes to aiohttp, which ends the connection.
+            if request.method != "POST" or request.path in OPS_PATHS or _answer_begun(request):
+                raise
             log.exception("error handling a request")
             return to_web(gateway_fault(request_id))
         finally:
@@ -630,6 +632,16 @@ def _say_route(verdict: RouteVerdict) -> None:
             log.info("route ready", route=verdict.path, **target.fields())
         else:
             log.warning("route broken", route=verdict.path, **target.fields())
+
+
+def _banner(versions: bool) -> str:
+    """The Server header: the product alone, unless asked for versions (what runs where)."""
+    return f"mcp-gateway/{__version__} {SERVER_SOFTWARE}" if versions else "mcp-gateway"
+
+
+def _answer_begun(request: web.Request) -> bool:
+    """Whether bytes of an answer to ``request`` have been written already."""
+    return getattr(request.writer, "output_size", 0) > 0
 
 
 def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shlex
 from typing import TYPE_CHECKING
 
 from gateway.config.settings import Settings, SettingsError
-from gateway.core.redaction import redact
+from gateway.core.redaction import redact, safe_command
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
 if TYPE_CHECKING:  # imported only when a cluster is configured
@@ -78,5 +79,9 @@ def describe_settings(settings: Settings) -> str:
     routes = []
     for route in data.pop("routes", None) or []:
         names = {key: route.pop(key) for key in kept if key in route}
+        upstream = str(route.get("upstream", ""))
+        if upstream.startswith("stdio:"):  # a command's secret options, hidden
+            command = shlex.join(safe_command(shlex.split(upstream[len("stdio:") :])))
+            route["upstream"] = "stdio:" + command
         routes.append({**redact(route), **names})
     return json.dumps({**redact(data), "routes": routes}, indent=2, sort_keys=True)

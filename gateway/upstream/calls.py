@@ -541,10 +541,18 @@ class _Answering:
 
     async def withdraw(self) -> None:
         """The upstream answered the call: the questions its client still holds are
-        withdrawn (cancelled toward the client, where its revision says so), and the
-        answers already on their way upstream finish."""
+        withdrawn (cancelled toward the client, where its revision says so) and
+        refused toward the upstream (on a shared channel a question may have been the
+        server's own, not the call's: it waits for an answer); the answers already on
+        their way upstream finish."""
         for task in list(self.asking):
             task.cancel()
+            message = self.tasks.get(task)
+            if message is not None:  # the upstream gets its answer: a refusal
+                refusal = rpc.error(message["id"], -32603, "the call it came with was answered")
+                self.calls.spawn(
+                    self.calls.send_answer(self.channel.carrier, refusal, self.headers)
+                )
         await self.all_answered()
 
     def stop(self) -> None:

@@ -94,24 +94,10 @@ class UpstreamLink:
             max_connections=settings.max_connections,
             max_message_size=settings.http_max_message,
         )
-        # The carrier modern requests and the probe go through.
-        self._primary: Carrier = self._streamable
-        # A stdio command's crashes, shared by every child of it (its back-off, what it
-        # last wrote to stderr); None over HTTP.
+        # A stdio command's crashes, shared by its children (back-off, last stderr lines).
         self.crashes = Crashes() if settings.transport == "stdio" else None
-        if settings.transport == "stdio":
-            if not settings.command:
-                raise ValueError("a stdio upstream needs a command")
-            self._primary = StdioCarrier(
-                settings.command,
-                env=settings.env,
-                cwd=settings.cwd,
-                crashes=self.crashes,
-                route=settings.route,
-                read_timeout=None,  # bounded in all by the route's timeout (Calls)
-                listen_named=listen_named,
-                max_message_size=settings.stdio_max_message,
-            )
+        # What modern requests and the probe go through.
+        self._primary: Carrier = self._stdio() if self.crashes else self._streamable
         self.verdict: Verdict | None = None
         self.stateless = False
         # Calls sent once more after a failure, by why (upstream/retry.py); off for a
@@ -141,6 +127,22 @@ class UpstreamLink:
         # Whose roots a stateless pool's server sees (upstream/roots.py).
         self._roots = RootsRule(settings.roots, settings.route)
         self._sessions.unsolicited.roots_heard = self._roots.heard
+
+    def _stdio(self) -> StdioCarrier:
+        """The route's own stdio child (a shared one, and the probe's)."""
+        settings = self.settings
+        if not settings.command:
+            raise ValueError("a stdio upstream needs a command")
+        return StdioCarrier(
+            settings.command,
+            env=settings.env,
+            cwd=settings.cwd,
+            crashes=self.crashes,
+            route=settings.route,
+            read_timeout=None,  # bounded in all by the route's timeout (Calls)
+            listen_named=listen_named,
+            max_message_size=settings.stdio_max_message,
+        )
 
     def pool_counts(self) -> tuple[int, int]:
         """Keep-alive connections to the upstream: (carrying a request, idle)."""
@@ -356,7 +358,8 @@ class UpstreamLink:
         return await retry.once_more(call, exchange, safe, self)
 
     async def ping(self) -> None:
-        """An MCP ``ping`` in the upstream's own revision, on the gateway's own pooled
+        """An MCP ``ping`` (a stateless upstream: ``server/discover``) in the upstream's
+        own revision, on the gateway's own pooled
         session (no client's): what a target's check asks, since a port that takes
         connections says nothing of a server whose MCP has stopped answering.  Raises
         the Failure; the caller bounds the time."""
@@ -365,7 +368,9 @@ class UpstreamLink:
             await self.ensure("anonymous", {})
             return
         client = ClientContext(verdict.adapter.version, info={"name": "gateway-check"})
-        call = Call(0, Operation.PING, Operation.PING.value, {}, client)
+        # A stateless server has no ping: its discovery is what it always answers.
+        operation = Operation.PING if verdict.adapter.has_handshake else Operation.DISCOVER
+        call = Call(0, operation, operation.value, {}, client)
         outcome = await self.send_once(call, Exchange(call, self.settings.route, verdict.profile))
         if isinstance(outcome, Failure):
             raise outcome

@@ -168,11 +168,12 @@ class Targets:
 
     async def handle(self, call: Call, exchange: Exchange) -> Outcome:
         held = self._held(call, exchange)
-        if held is not None and exchange.downstream is not None and self._gone(held):
+        downstream = exchange.downstream
+        pinned = downstream is not None and self._pins.get(downstream.key) == held
+        if held is not None and pinned and not self.stateless and self._gone(held):
             # The client's session lives on a target that is out: the session is over,
             # said as its revision says it (404), so its next initialize lands on a
-            # target that is in.
-            self._pins.pop(exchange.downstream.key, None)
+            # target that is in (its end, below, ends the upstream one too).
             return Failure(FailureKind.SESSION_NOT_FOUND, SESSION_GONE)
         if held is not None:
             return await self._sent(held, call, exchange)
@@ -218,7 +219,11 @@ class Targets:
 
     def _judge(self, index: int, outcome: Outcome) -> None:
         health, now = self.health[index], self._clock()
-        if isinstance(outcome, Failure) and counts_against(outcome):
+        if isinstance(outcome, Failure) and not counts_against(outcome):
+            if health.state is State.IN:  # an answer, but no success to take it back by
+                health.succeeded(now)
+            return
+        if isinstance(outcome, Failure):
             was = health.state
             # Out for time-outs: a check its hanging tools would pass (a ping answers)
             # does not take it back, only a call that succeeds.
@@ -321,7 +326,12 @@ class Targets:
 
     async def _checks(self) -> None:
         while True:
-            await self.check_all()
+            try:
+                await self.check_all()
+            except Exception as exc:  # the next round still comes
+                log.warning(
+                    "upstream target checks failed", route=self.settings.route, error=repr(exc)
+                )
             await asyncio.sleep(self.check_every)
 
     async def check_all(self) -> None:
@@ -360,16 +370,28 @@ class Targets:
             await asyncio.wait_for(link.ping(), self.check_within)
         except Failure as failure:
             if failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN):
-                return None  # it answers; it wants the client's credentials
+                return self._era_of(link)  # it answers; it wants the client's credentials
+            if not counts_against(failure):
+                return self._era_of(link)  # a JSON-RPC answer (no ping there): it answers
             return failure.message
         except (TimeoutError, OSError) as exc:
             return str(exc) or type(exc).__name__
-        first, own = self.verdict, link.verdict
-        if (
-            first is not None
-            and own is not None
-            and (first.adapter.has_handshake != own.adapter.has_handshake)
-        ):
+        except Exception as exc:  # a check must never end the loop of checks
+            log.warning("upstream target check failed", route=self.settings.route, error=repr(exc))
+            return type(exc).__name__
+        return self._era_of(link)
+
+    def _era_of(self, link: UpstreamLink) -> str | None:
+        """OTHER_ERA when ``link`` speaks another era than the route's: the era most of
+        its targets of known era speak (on a tie, the first such target's); a link out
+        for its era and still of unknown era is not taken back on trust."""
+        own = link.verdict
+        if own is None:
+            index = self.links.index(link)
+            return OTHER_ERA if self.health[index].readmit is Readmit.CHECK else None
+        eras = [t.verdict.adapter.has_handshake for t in self.links if t.verdict is not None]
+        route_era = max(dict.fromkeys(eras), key=eras.count)  # a tie: the first one's
+        if own.adapter.has_handshake != route_era:
             link.forget()  # its next check probes it again: it may have been fixed
             return OTHER_ERA
         return None

@@ -236,7 +236,7 @@ headers_from_file = {{ "X-Api-Key" = "{secret}" }}
         (["--route", "mcp"], None, "expected PATH=UPSTREAM"),
         (["--route", "/mcp=ftp://x"], None, "must be an http(s):// URL"),
         (["--route", f"/mcp={UPSTREAM},transport=tcp"], None, "transport = 'tcp'"),
-        (["--route", f"/mcp={UPSTREAM},colour=red"], None, "unknown option 'colour=red'"),
+        (["--route", f"/mcp={UPSTREAM},colour=red"], None, "unknown option 'colour'"),
         (["--route", f"/mcp={UPSTREAM},timeout=soon"], None, "timeout = 'soon'"),
         (["--route", f"/mcp={UPSTREAM},version=1999"], None, "unknown revision '1999'"),
         (["--route", f"/a={UPSTREAM}", "--route", f"/a={UPSTREAM}"], None, "share the path /a"),

@@ -35,4 +35,4 @@ def test_an_unknown_route_option_names_the_nearest(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "gateway", "serve", "--route", "/m=http://h/mcp,timout=3"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
-    assert "unknown option 'timout=3' (did you mean 'timeout'?)" in done.stderr
+    assert "unknown option 'timout' (did you mean 'timeout'?)" in done.stderr

@@ -70,6 +70,9 @@ C = {
         "cookie",
         "deadpw",
         "deadq",
+        "cmdkey",
+        "envbad",
+        "urlraw",
     )
 }
 # Tool arguments under secret-looking keys (each its own canary).
@@ -281,6 +284,19 @@ def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
             "check --reach": _cli("check", "--reach", *routes, env=env),
             "serve --check-config": _cli("serve", "--check-config", *routes, *cluster, env=env),
             "a bad --route": _cli("check", "--route", routes[1] + ",nonsense=1", env=env),
+            "a stdio command's secret option": _cli(
+                "serve",
+                "--check-config",
+                "--route",
+                f"/k=stdio:true --api-key {C['cmdkey']}",
+                env=env,
+            ),
+            "a bad route with env=": _cli(
+                "check", "--route", f"/b={demo},auth=gateway,env=API_TOKEN:{C['envbad']}", env=env
+            ),
+            "a URL whose password holds a ?": _cli(
+                "check", "--route", f"/q=http://u:p?{C['urlraw']}@127.0.0.1:1/mcp", env=env
+            ),
             "a bad --cluster": _cli(
                 "serve", "--check-config", "--cluster", f"redis://:{C['redis']}@[::1", env=env
             ),

@@ -69,6 +69,9 @@ class FakeLink:
         self.verdict = _Verdict()
         return self.verdict
 
+    def forget(self) -> None:  # probed again at its next check (a fake keeps its era)
+        return None
+
     async def ping(self) -> None:  # what a check asks: the era, then a ping
         if self.verdict is None:
             await self.ensure("anonymous", {})
@@ -314,3 +317,28 @@ async def test_a_target_out_for_time_outs_comes_back_only_by_a_call_one_trial_at
     assert targets._pick(skip={1}) == 0
     targets._judge(0, Value({}))  # a call that succeeds takes it back
     assert targets.states()[0]["state"] == "up"
+
+
+async def test_a_target_that_answers_its_check_with_a_json_rpc_error_stays_up() -> None:
+    """A server with no ping (or that refuses it) answers MCP all the same."""
+    a, b = FakeLink("a"), FakeLink("b")
+
+    async def refuses() -> None:
+        raise Failure(FailureKind.UPSTREAM_ERROR, "Method not found: ping", code=-32601)
+
+    b.ping = refuses  # type: ignore[method-assign]
+    targets = make(a, b)
+    await targets.check(1)
+    assert targets.states()[1]["state"] == "up"
+
+
+async def test_the_routes_era_is_the_one_most_of_its_targets_speak() -> None:
+    """The first target back speaking another era than the other two is the odd one;
+    the two that agree are never taken out for it."""
+    a, b, c = FakeLink("a"), FakeLink("b"), FakeLink("c")
+    for stateless in (b, c):
+        stateless.verdict = _Verdict(_Adapter(has_handshake=False))
+    targets = make(a, b, c)
+    for index in range(3):
+        await targets.check(index)
+    assert [row["state"] for row in targets.states()] == ["ejected", "up", "up"]
