@@ -16,7 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,12 @@ class Lab:
     gateway: RunningGateway
     hostile: HostileHttp
     stdio_answer: Path
+    request_ids: list[str] = field(default_factory=list)
+
+    def unlogged(self) -> list[str]:
+        """The request ids clients were given that no log line names (yet)."""
+        log = self.gateway.log()
+        return [rid for rid in self.request_ids if f'"request_id": "{rid}"' not in log]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +74,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     )
     try:
         with gateway(*routes, tmp_path=tmp, check=False) as running:
-            yield Lab(running, hostile, answer)
+            lab = Lab(running, hostile, answer)
+            yield lab
+            deadline = time.monotonic() + 30  # the log is written as each call ends
+            while lab.unlogged():
+                assert time.monotonic() < deadline, f"no log line names {lab.unlogged()[:5]}"
+                time.sleep(0.1)
             bad = bad_log_lines(running.log())
             assert bad == [], "\n".join(bad[:10])
     finally:
@@ -146,12 +157,7 @@ def _told(lab: Lab, status: int, headers: dict[str, str], data: bytes) -> None:
     if status in (200, 400, 404, 502, 503, 504) and data:
         replies = [m for m in _messages(headers, data) if "id" in m]
         assert [m["id"] for m in replies][-1:] == [CALL_ID], data[:300]
-    # The call's log line names the request id the client was given (written as the
-    # call ends: waited for, bounded).
-    deadline = time.monotonic() + 5.0
-    while f'"request_id": "{request_id}"' not in lab.gateway.log():
-        assert time.monotonic() < deadline, f"no log line names request id {request_id}"
-        time.sleep(0.02)
+    lab.request_ids.append(request_id)  # a log line must name it (checked at the end)
 
 
 status_lines = st.one_of(

@@ -56,7 +56,8 @@ class Answer:
 
     @property
     def by_aiohttp(self) -> bool:
-        return "aiohttp" in self.headers.get("server", "")
+        # aiohttp's answers carry a Server header (the gateway's banner); the lane's none.
+        return "server" in self.headers
 
     def json(self) -> Any:
         return orjson.loads(self.body)
