@@ -41,11 +41,10 @@ from gateway.core import (
 from gateway.core.redaction import safe_url
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream import retry
-from gateway.upstream.calls import Calls, Channel, QuestionBounds, listen_named, quiet
+from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
-from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.carriers.streamable import StreamableHttpCarrier
 from gateway.upstream.open_session import OWN_KEY, UpstreamSession
 from gateway.upstream.probe import EraProbe, Verdict
@@ -57,7 +56,7 @@ from gateway.upstream.roots import (
     as_roots,
     roots_digest,
 )
-from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool
+from gateway.upstream.sessions import SHARED_KEY, SessionCallback, SessionPool, stdio_child
 from gateway.upstream.settings import UpstreamSettings
 from gateway.upstream.tools import ToolBook, ToolFacts
 from gateway.upstream.unsolicited import NotificationSink
@@ -97,7 +96,9 @@ class UpstreamLink:
         # A stdio command's crashes, shared by its children (back-off, last stderr lines).
         self.crashes = Crashes() if settings.transport == "stdio" else None
         # What modern requests and the probe go through.
-        self._primary: Carrier = self._stdio() if self.crashes else self._streamable
+        self._primary: Carrier = (
+            stdio_child(settings, self.crashes) if self.crashes else self._streamable
+        )
         self.verdict: Verdict | None = None
         self.stateless = False
         # Calls sent once more after a failure, by why (upstream/retry.py); off for a
@@ -127,22 +128,6 @@ class UpstreamLink:
         # Whose roots a stateless pool's server sees (upstream/roots.py).
         self._roots = RootsRule(settings.roots, settings.route)
         self._sessions.unsolicited.roots_heard = self._roots.heard
-
-    def _stdio(self) -> StdioCarrier:
-        """The route's own stdio child (a shared one, and the probe's)."""
-        settings = self.settings
-        if not settings.command:
-            raise ValueError("a stdio upstream needs a command")
-        return StdioCarrier(
-            settings.command,
-            env=settings.env,
-            cwd=settings.cwd,
-            crashes=self.crashes,
-            route=settings.route,
-            read_timeout=None,  # bounded in all by the route's timeout (Calls)
-            listen_named=listen_named,
-            max_message_size=settings.stdio_max_message,
-        )
 
     def pool_counts(self) -> tuple[int, int]:
         """Keep-alive connections to the upstream: (carrying a request, idle)."""

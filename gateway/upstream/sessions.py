@@ -443,18 +443,7 @@ class SessionPool:
         return self._streamable
 
     def _child(self) -> StdioCarrier:
-        settings = self.settings
-        assert settings.command is not None
-        return StdioCarrier(
-            settings.command,
-            env=settings.env,
-            cwd=settings.cwd,
-            crashes=self.crashes,
-            route=settings.route,
-            read_timeout=None,  # bounded in all by the route's timeout (Calls)
-            listen_named=listen_named,
-            max_message_size=settings.stdio_max_message,
-        )
+        return stdio_child(self.settings, self.crashes)
 
     # ---------------------------------------------------------------- calls
 
@@ -592,3 +581,20 @@ class SessionPool:
         if isinstance(outcome, Failure):
             session.log_level = current
             log.info("the upstream refused logging/setLevel", reason=outcome.message)
+
+
+def stdio_child(settings: UpstreamSettings, crashes: Crashes | None) -> StdioCarrier:
+    """A child of the route's stdio command (the route's shared one, the probe's, or a
+    client session's), sharing the route's record of crashes."""
+    if not settings.command:
+        raise ValueError("a stdio upstream needs a command")
+    return StdioCarrier(
+        settings.command,
+        env=settings.env,
+        cwd=settings.cwd,
+        crashes=crashes,
+        route=settings.route,
+        read_timeout=None,  # bounded in all by the route's timeout (Calls)
+        listen_named=listen_named,
+        max_message_size=settings.stdio_max_message,
+    )
