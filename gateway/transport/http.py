@@ -28,6 +28,7 @@ from gateway.transport.marks import OWNER_UNKNOWN
 from gateway.transport.page import page, wants_page
 from gateway.transport.pipeline import Pipeline, Refusal
 from gateway.transport.post import PostRequest, Sink, WholeAnswer
+from gateway.transport.reasons import log_refusal
 from gateway.transport.responder import EVENT_STREAM, JSON, KEEPALIVE_COMMENT, Responder
 from gateway.transport.resume import EventLog
 from gateway.transport.route import Route
@@ -63,8 +64,10 @@ class Endpoint:
 
     def _refuse(self, refusal: Refusal, headers: dict[str, str] | None = None) -> WholeAnswer:
         failure = refusal.failure
+        status = refusal.adapter.http_status(failure)
+        log_refusal(self.route.path, status, failure)
         return WholeAnswer(
-            refusal.adapter.http_status(failure),
+            status,
             {**failure.headers, **(headers or {})},
             orjson.dumps(refusal.message()),
             JSON,
@@ -141,6 +144,7 @@ class Endpoint:
         status = refusal.adapter.http_status(refusal.failure)
         session = refusal.session
         if preamble.transport == "sse" and session is not None and status == 200:
+            log_refusal(self.route.path, status, refusal.failure)
             if refusal.id is not None:
                 await self.pipeline.deliver(session, refusal.message())
             return _ACCEPTED

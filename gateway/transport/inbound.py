@@ -49,7 +49,7 @@ from gateway.transport.common import (
     push_asker,
     wanted,
 )
-from gateway.transport.reasons import for_client
+from gateway.transport.reasons import for_client, log_refusal
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session, SessionStore
 
@@ -361,6 +361,7 @@ class Runner:
         if refused is not None:
             adapter = arrival.adapter
             message = adapter.encode_failure(call.id, refused, call.operation)
+            log_refusal(self.route.path, adapter.http_status(refused), refused)
             return Response(message, adapter.http_status(refused))
         try:
             if tracing.active is not None:  # OpenTelemetry on: the call as a server span

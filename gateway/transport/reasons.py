@@ -38,6 +38,20 @@ _MEANINGS = (
 )
 
 
+_calls_log = structlog.get_logger("gateway.calls")
+
+
+def log_refusal(route: str, status: int, failure: Failure) -> None:
+    """One ``refused`` log event for a message turned away before any call ran (no
+    ``call`` line comes for it), so that every answer names a request id the log
+    names too.  The client's fault (4xx) at info, the gateway's (5xx) a warning."""
+    record = {"route": route, "status": status, "kind": failure.kind.value}
+    if status >= 500:
+        _calls_log.warning("refused", reason=failure.message, **record)
+    else:
+        _calls_log.info("refused", reason=failure.message, **record)
+
+
 def request_id() -> str:
     """The id the current request's log lines carry."""
     value = structlog.contextvars.get_contextvars().get("request_id")

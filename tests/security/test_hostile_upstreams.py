@@ -51,12 +51,13 @@ class Lab:
     gateway: RunningGateway
     hostile: HostileHttp
     stdio_answer: Path
-    request_ids: list[str] = field(default_factory=list)
+    # Each request id a client was given, with the status it came with.
+    request_ids: list[tuple[str, int]] = field(default_factory=list)
 
-    def unlogged(self) -> list[str]:
+    def unlogged(self) -> list[tuple[str, int]]:
         """The request ids clients were given that no log line names (yet)."""
         log = self.gateway.log()
-        return [rid for rid in self.request_ids if f'"request_id": "{rid}"' not in log]
+        return [(rid, st) for rid, st in self.request_ids if f'"request_id": "{rid}"' not in log]
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +158,9 @@ def _told(lab: Lab, status: int, headers: dict[str, str], data: bytes) -> None:
     if status in (200, 400, 404, 502, 503, 504) and data:
         replies = [m for m in _messages(headers, data) if "id" in m]
         assert [m["id"] for m in replies][-1:] == [CALL_ID], data[:300]
-    if status not in (400, 404):  # a call's outcome (not a refusal before any call):
-        lab.request_ids.append(request_id)  # its log line must name it (checked at the end)
+    # A call's line or a refusal's names it (checked at the end, as lines are written
+    # when each answer ends).
+    lab.request_ids.append((request_id, status))
 
 
 status_lines = st.one_of(

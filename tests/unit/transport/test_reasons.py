@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import structlog.testing
+
 from gateway.core import Failure, FailureKind
-from gateway.transport.reasons import for_client
+from gateway.transport.reasons import for_client, log_refusal
 
 
 def test_when_to_try_again_is_said_in_the_data_too() -> None:
@@ -26,3 +28,14 @@ def test_a_retry_after_that_is_no_number_of_seconds_never_breaks_the_answer() ->
 def test_a_clients_own_failure_is_left_as_it_is() -> None:
     mine = Failure(FailureKind.INVALID_PARAMS, "bad", {"field": "x"})
     assert for_client(mine, "/mcp", []) is mine
+
+
+def test_a_refusal_gets_a_log_line_of_its_own_at_the_level_of_whose_fault_it_is() -> None:
+    with structlog.testing.capture_logs() as logs:
+        log_refusal("/r", 404, Failure(FailureKind.SESSION_NOT_FOUND, "Session not found"))
+        log_refusal("/r", 503, Failure(FailureKind.UPSTREAM_UNAVAILABLE, "no target"))
+    assert [(e["event"], e["log_level"], e["status"], e["route"]) for e in logs] == [
+        ("refused", "info", 404, "/r"),
+        ("refused", "warning", 503, "/r"),
+    ]
+    assert logs[1]["reason"] == "no target" and logs[1]["kind"] == "upstream_unavailable"
