@@ -58,8 +58,8 @@ class FileStore:
         self._write(path, entry)
         return was
 
-    async def follow_primary(self) -> None:
-        return None  # one directory: no primary to follow
+    async def follow_primary(self) -> bool:
+        return False  # one directory: no primary to follow
 
     async def deregister(self, replica_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

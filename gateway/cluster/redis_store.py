@@ -13,8 +13,6 @@ each need the store failed beyond it.)
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +23,8 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 
 from gateway.cluster.redis_buckets import RedisBuckets
 from gateway.cluster.redis_cluster import SCHEMES as CLUSTER_SCHEMES
-from gateway.cluster.redis_cluster import cluster_client
+from gateway.cluster.redis_cluster import cluster_client, refresh_slots, set_and_wait, slot_primary
+from gateway.cluster.redis_markers import CONFIRM_MS, Markers
 from gateway.cluster.redis_sentinel import SCHEMES as SENTINEL_SCHEMES
 from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
@@ -37,14 +36,6 @@ log = structlog.get_logger(__name__)
 PREFIX = "gw:"
 # How long connecting and each command may take (seconds).
 SOCKET_TIMEOUT = 5.0
-# How long a spent-state marker waits for a replica of the store to hold it (WAIT).
-CONFIRM_MS = 1000
-# While the primary has shown no replica, how often it is asked again (seconds).
-LOOK_EVERY = 5.0
-
-
-class Unconfirmed(Exception):
-    """A write that must outlive a failover was not confirmed by a replica."""
 
 
 class RedisStore:
@@ -63,15 +54,10 @@ class RedisStore:
         confirm: bool = True,
     ) -> None:
         self.url = url
-        # Spent-state markers confirmed by a replica (WAIT) once the primary has been
-        # seen with one: from then on a primary without any (a stale one, cut off by a
-        # failover) cannot take a marker the resync would wipe.  Not on a Redis
-        # Cluster (WAIT is per shard there; documented).
-        self._confirm = confirm and not url.startswith(CLUSTER_SCHEMES)
-        self._had_replicas = False
-        self._looked_at = -math.inf
+        # Spent-state markers confirmed by a replica (see :mod:`.redis_markers`).
+        self._markers = Markers(confirm)
         # On a Redis Cluster the registrations share one hash slot (read together).
-        slotted = url.startswith(CLUSTER_SCHEMES)
+        slotted = self._slotted = url.startswith(CLUSTER_SCHEMES)
         self._replicas = f"{PREFIX}{{replicas}}:" if slotted else f"{PREFIX}replica:"
         if slotted:
             self._redis: Any = cluster_client(url, pool_size, SOCKET_TIMEOUT)
@@ -98,20 +84,30 @@ class RedisStore:
         key = self._replicas + replica.id
         return await self._redis.set(key, replica.dump(), px=_ms(ttl), get=True) is not None
 
-    async def follow_primary(self) -> None:
+    async def follow_primary(self) -> bool:
         """Behind Sentinel: the primary the sentinels name now; when it is not the one
         the pool's connections were made to (a stalled primary that came back still
         a primary, until the sentinels demote it), every connection is dropped, so
-        no heartbeat or marker goes on to it past this heartbeat."""
+        no heartbeat or marker goes on to it past this heartbeat.  Whether it moved."""
         pool = getattr(self._redis, "connection_pool", None)  # none on a Redis Cluster
         if not isinstance(pool, SentinelConnectionPool):
-            return
+            return False
         known = pool.master_address
         named = await pool.sentinel_manager.discover_master(pool.service_name)
-        if known is not None and tuple(named) != tuple(known):
-            pool.master_address = named
-            await pool.disconnect(inuse_connections=True)
-            log.warning("the cluster store's primary changed: connections moved to it")
+        if known is None or tuple(named) == tuple(known):
+            return False
+        pool.master_address = named
+        await pool.disconnect(inuse_connections=True)
+        self._markers.moved()
+        log.warning("the cluster store's primary changed: connections moved to it")
+        return True
+
+    async def _sentinels_name_another(self) -> bool:
+        pool = getattr(self._redis, "connection_pool", None)
+        if not isinstance(pool, SentinelConnectionPool) or pool.master_address is None:
+            return False
+        named = await pool.sentinel_manager.discover_master(pool.service_name)
+        return tuple(named) != tuple(pool.master_address)
 
     async def deregister(self, replica_id: str) -> None:
         await self._redis.delete(self._replicas + replica_id)
@@ -129,35 +125,59 @@ class RedisStore:
 
     async def use_once(self, key: str, ttl: float) -> bool:
         name = f"{PREFIX}used:{key}"
-        if not await self._confirmed_writes():
-            return bool(await self._redis.set(name, b"1", nx=True, px=_ms(ttl)))
+        px = _ms(ttl)
+        if self._slotted:
+            node = await slot_primary(self._redis, name)
+            return await self._markers.spend(
+                node.name,
+                lambda confirm: set_and_wait(node, name, px, CONFIRM_MS if confirm else None),
+                lambda: self._slot_replicas(name, node.name),
+                lambda: self._forget(name),
+                lambda: refresh_slots(self._redis),
+            )
+        return await self._markers.spend(
+            "",
+            lambda confirm: self._set_and_wait(name, px, confirm),
+            self._replicas_now,
+            lambda: self._forget(name),
+            self._move,
+        )
+
+    async def _set_and_wait(self, name: str, px: int, confirm: bool) -> tuple[Any, Any]:
+        if not confirm:
+            return await self._redis.set(name, b"1", nx=True, px=px), None
         # One connection for both: WAIT counts the replicas holding its writes.
         pipe = self._redis.pipeline(transaction=False)
-        pipe.set(name, b"1", nx=True, px=_ms(ttl))
+        pipe.set(name, b"1", nx=True, px=px)
         pipe.execute_command("WAIT", 1, CONFIRM_MS)
         spent, held_by = await pipe.execute(raise_on_error=False)
-        if isinstance(spent, Exception):
-            raise spent
-        if not spent:
-            return False
-        if isinstance(held_by, Exception) or int(held_by) < 1:
-            # Not spent after all: a failover now could lose it, so the round is not
-            # finished; its client sends it again (a 503), and this marker goes.
-            with contextlib.suppress(Exception):
-                await self._redis.delete(name)
-            raise Unconfirmed("no replica of the cluster store confirmed the spent state")
-        return True
+        return spent, held_by
 
-    async def _confirmed_writes(self) -> bool:
-        """Whether markers wait for a replica: once the primary has had one."""
-        if not self._confirm or self._had_replicas:
-            return self._confirm
-        now = time.monotonic()
-        if now - self._looked_at >= LOOK_EVERY:  # none yet: looked at now and then
-            self._looked_at = now
-            info = await self._redis.info("replication")
-            self._had_replicas = int(info.get("connected_slaves", 0)) > 0
-        return self._had_replicas
+    async def _forget(self, name: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._redis.delete(name)
+
+    async def _replicas_now(self) -> int | None:
+        """The primary's attached replicas; None when it is no longer the primary
+        (the sentinels name another, or it says it is a replica)."""
+        if await self._sentinels_name_another():
+            return None
+        info = await self._redis.info("replication")
+        return int(info.get("connected_slaves", 0)) if info.get("role") == "master" else None
+
+    async def _slot_replicas(self, name: str, node: str) -> int | None:
+        await refresh_slots(self._redis)
+        now = await slot_primary(self._redis, name)
+        if now.name != node:
+            return None
+        info = await self._redis.info("replication", target_nodes=now)
+        return int(info.get("connected_slaves", 0)) if info.get("role") == "master" else None
+
+    async def _move(self) -> None:
+        if not await self.follow_primary():
+            pool = getattr(self._redis, "connection_pool", None)
+            if pool is not None:
+                await pool.disconnect(inuse_connections=True)
 
     async def verdict(self, route: str) -> dict[str, Any] | None:
         return load_object(await self._redis.get(f"{PREFIX}verdict:{route}"))

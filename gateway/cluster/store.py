@@ -66,9 +66,9 @@ class ClusterStore(Protocol):
 
     async def deregister(self, replica_id: str) -> None: ...
 
-    async def follow_primary(self) -> None:
+    async def follow_primary(self) -> bool:
         """Drop connections to a server that is no longer the primary (a failover
-        happened while they stayed up): asked once a heartbeat."""
+        happened while they stayed up): asked once a heartbeat.  Whether they moved."""
 
     async def replica(self, replica_id: str) -> Replica | None:
         """The live replica with this id, or None (never registered, gone or expired)."""
@@ -121,8 +121,8 @@ class MemoryStore:
     async def deregister(self, replica_id: str) -> None:
         self._replicas.pop(replica_id, None)
 
-    async def follow_primary(self) -> None:
-        return None  # one process: no primary to follow
+    async def follow_primary(self) -> bool:
+        return False  # one process: no primary to follow
 
     async def replica(self, replica_id: str) -> Replica | None:
         found = self._replicas.get(replica_id)
