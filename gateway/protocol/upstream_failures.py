@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from gateway.core import FailureKind
 
-__all__ = ["TABLE", "UpstreamFailure", "markdown"]
+__all__ = ["TABLE", "UpstreamFailure", "markdown", "told"]
 
 
 @dataclass(frozen=True)
 class UpstreamFailure:
+    headline: str  # what went wrong, in the client's words (never the upstream's)
     said: str  # what it means for the call, said after what went wrong ("": nothing)
     may_have_run: bool
     retry_after: int | None  # seconds to wait before sending it again; None: no advice
@@ -31,15 +32,32 @@ class UpstreamFailure:
 RUN_MAYBE = "it was sent, so it may have run: check its effect before calling it again"
 NOT_SENT = "the request was not sent; it may be sent again"
 TABLE: dict[FailureKind, UpstreamFailure] = {
-    FailureKind.UPSTREAM_UNAVAILABLE: UpstreamFailure(NOT_SENT, False, 5, 503, -32603),
-    FailureKind.UPSTREAM_LOST: UpstreamFailure(RUN_MAYBE, True, None, 502, -32603),
-    FailureKind.UPSTREAM_TIMEOUT: UpstreamFailure(RUN_MAYBE, True, None, 504, -32603),
-    FailureKind.UPSTREAM_REFUSED: UpstreamFailure(RUN_MAYBE, True, None, 502, -32603),
-    FailureKind.UPSTREAM_DOWN: UpstreamFailure(NOT_SENT, False, 5, 503, -32000),
-    FailureKind.UPSTREAM_NOT_STARTED: UpstreamFailure(
-        "waiting will not help: the route's operator must fix it", False, None, 502, -32603
+    FailureKind.UPSTREAM_UNAVAILABLE: UpstreamFailure(
+        "its server could not be reached", NOT_SENT, False, 5, 503, -32603
     ),
-    FailureKind.UPSTREAM_PROTOCOL: UpstreamFailure("", True, None, 200, -32603),
+    FailureKind.UPSTREAM_LOST: UpstreamFailure(
+        "the connection to its server was lost", RUN_MAYBE, True, None, 502, -32603
+    ),
+    FailureKind.UPSTREAM_TIMEOUT: UpstreamFailure(
+        "its server did not answer in time", RUN_MAYBE, True, None, 504, -32603
+    ),
+    FailureKind.UPSTREAM_REFUSED: UpstreamFailure(
+        "its server answered with an error", RUN_MAYBE, True, None, 502, -32603
+    ),
+    FailureKind.UPSTREAM_DOWN: UpstreamFailure(
+        "every server of the route is down", NOT_SENT, False, 5, 503, -32000
+    ),
+    FailureKind.UPSTREAM_NOT_STARTED: UpstreamFailure(
+        "its server could not be started",
+        "waiting will not help: the route's operator must fix it",
+        False,
+        None,
+        502,
+        -32603,
+    ),
+    FailureKind.UPSTREAM_PROTOCOL: UpstreamFailure(
+        "its server's answer could not be used", "", True, None, 200, -32603
+    ),
 }
 # What the gateway calls each kind in the table's first column.
 NAMES = {
@@ -53,6 +71,13 @@ NAMES = {
 }
 
 
+def told(failure: UpstreamFailure, detail: str = "") -> str:
+    """What the client is told: the headline, a detail in brackets where there is
+    one (what a library's words mean, the upstream's HTTP status), then the meaning."""
+    said = f"{failure.headline} ({detail})" if detail else failure.headline
+    return f"{said}; {failure.said}" if failure.said else said
+
+
 def markdown() -> str:
     """The table as docs/using/operations.md shows it."""
     lines = [
@@ -64,7 +89,7 @@ def markdown() -> str:
         again = f"after {failure.retry_after} s (`Retry-After`)" if failure.retry_after else "no"
         lines.append(
             f"| {NAMES[kind]} | {'yes' if failure.may_have_run else 'no'} | {again}"
-            f" | {failure.status} | 200 | {failure.code} | {failure.said or '-'} |"
+            f" | {failure.status} | 200 | {failure.code} | {told(failure)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -13,13 +13,16 @@ import structlog
 
 from gateway.core import Failure, FailureKind
 from gateway.protocol.upstream_failures import TABLE as UPSTREAM_FAILURES
+from gateway.protocol.upstream_failures import told
 
 # The kinds whose message may carry the upstream side's words (a carrier's error),
 # and what each means for the call: their one table.
 UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
-# A kind whose message is the gateway's own up to its first ": " (the rest, a command
-# or a library's words, is the log's only).
-_HEADLINE_ONLY = frozenset({FailureKind.UPSTREAM_NOT_STARTED})
+# The kinds whose carrier words say something a person can act on (refused, reset,
+# the TLS handshake, a host name), said as what they mean.
+_DETAILED = frozenset({FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST})
+# How much of what was wrong with an unusable answer the client is told.
+_SHORT = 160
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
 _HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
 # A library's own words: past one of these the text is not the gateway's.
@@ -75,17 +78,13 @@ def without_internals(text: str, hidden: Iterable[str]) -> str:
 
 def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
     """``failure`` as the client may see it (unchanged unless it is the upstream's):
-    what went wrong without the upstream's internals, then what it means for the call
-    (whether it may have run, whether to send it again: the one table)."""
+    what went wrong in the gateway's words (the upstream's own, its address or
+    command, stay in the log), then what it means for the call (whether it may have
+    run, whether to send it again: the one table)."""
     meaning = UPSTREAM_FAILURES.get(failure.kind)
     if meaning is None:
         return failure
-    text = failure.message
-    if failure.kind in _HEADLINE_ONLY:
-        text = text.split(": ", 1)[0]
-    said = without_internals(text, hidden)
-    if meaning.said:
-        said = f"{said}; {meaning.said}"
+    said = told(meaning, _detail(failure, hidden))
     headers = dict(failure.headers)
     data = None
     if meaning.retry_after is not None:
@@ -101,6 +100,22 @@ def for_client(failure: Failure, route: str, hidden: Iterable[str]) -> Failure:
         data=data,
         headers=headers,
     )
+
+
+def _detail(failure: Failure, hidden: Iterable[str]) -> str:
+    """What a person can act on beyond the headline: the upstream's HTTP status, or
+    what the carrier's (or a library's) words mean; "" when nothing is known."""
+    status = failure.data.get("status") if isinstance(failure.data, dict) else None
+    if failure.kind is FailureKind.UPSTREAM_REFUSED and isinstance(status, int):
+        if "credentials" in failure.data:  # the route's own, refused: its operator's to fix
+            return f"HTTP {status} to the credentials the route sets"
+        return f"HTTP {status}"
+    text = without_internals(failure.message, hidden)
+    if failure.kind is FailureKind.UPSTREAM_PROTOCOL:  # what was wrong with it, said short
+        return text if len(text) <= _SHORT else f"{text[:_SHORT]}..."
+    if failure.kind not in _DETAILED:
+        return ""
+    return next((m for pattern, m in _MEANINGS if pattern.search(text)), "")
 
 
 def _seconds(value: str) -> int:

@@ -395,7 +395,7 @@ class UpstreamLink:
         return Failure(
             FailureKind.UPSTREAM_REFUSED,
             f"the upstream refused the Authorization set by {source} (HTTP {status})",
-            {"status": status},
+            {"status": status, "credentials": source},
         )
 
     async def _handle_legacy(

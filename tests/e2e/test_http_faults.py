@@ -130,13 +130,13 @@ async def test_an_unreachable_upstream_is_a_prompt_error(
         started = time.monotonic()
         # A legacy client: its very handshake needs the upstream.
         reply = await post(http, bad, initialize("init"), within=PROMPT)
-        assert_upstream_error(reply, "init", "unreachable")
+        assert_upstream_error(reply, "init", "could not be reached")
         # A modern client: discovery and a call.
         body = modern_request(3, "server/discover")
         reply = await post(http, bad, body, modern_headers("server/discover"), within=PROMPT)
-        assert_upstream_error(reply, 3, "unreachable")
+        assert_upstream_error(reply, 3, "could not be reached")
         reply = await call_tool_modern(http, bad, "echo", {"text": "x"}, id_=4, within=PROMPT)
-        assert_upstream_error(reply, 4, "unreachable")
+        assert_upstream_error(reply, 4, "could not be reached")
         assert time.monotonic() - started < PROMPT
         await assert_unaffected(http, gw)
 
@@ -150,7 +150,7 @@ async def test_a_failed_initialize_mints_no_session(
         running_gateway(f"/bad={nothing}", f"/good={good.url}", tmp_path=tmp_path) as gw,
     ):
         reply = await post(http, gw.url("/bad"), initialize(1), within=PROMPT)
-        assert_upstream_error(reply, 1, "unreachable")
+        assert_upstream_error(reply, 1, "could not be reached")
         assert reply.session_id is None, "an initialize that failed handed out a session id"
 
 
@@ -291,9 +291,9 @@ async def test_a_connection_reset_mid_stream_is_a_clear_error(
         )
         # The notification sent before the reset reached the legacy client first.
         assert reply.messages[0].get("method") == "notifications/message", reply.text
-        assert_upstream_error(reply, 5, "closed", "reset", "unreachable")
+        assert_upstream_error(reply, 5, "closed", "reset", "could not be reached")
         reply = await call_tool_modern(http, bad, "echo", {"text": "x"}, id_=6, within=PROMPT)
-        assert_upstream_error(reply, 6, "closed", "reset", "unreachable")
+        assert_upstream_error(reply, 6, "closed", "reset", "could not be reached")
         listed = await list_tools_legacy(http, bad, session_id)
         assert [t["name"] for t in listed.result["tools"]] == ["echo"]
         await assert_unaffected(http, gw)
@@ -343,14 +343,14 @@ async def test_an_upstream_killed_mid_call(http: aiohttp.ClientSession, tmp_path
         process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(process.wait(), WAIT)
         reply = await stuck
-        assert_upstream_error(reply, 3, "closed", "unreachable", "reset")
+        assert_upstream_error(reply, 3, "closed", "could not be reached", "reset")
         # While it stays down: prompt errors, for both eras.
         reply = await call_tool_legacy(
             http, bad, session_id, "echo", {"text": "x"}, id_=4, within=PROMPT
         )
-        assert_upstream_error(reply, 4, "unreachable")
+        assert_upstream_error(reply, 4, "could not be reached")
         reply = await call_tool_modern(http, bad, "echo", {"text": "x"}, id_=5, within=PROMPT)
-        assert_upstream_error(reply, 5, "unreachable")
+        assert_upstream_error(reply, 5, "could not be reached")
         await assert_unaffected(http, gw)
 
         # It comes back on the same port: the route recovers (a new upstream session).

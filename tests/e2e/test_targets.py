@@ -144,7 +144,7 @@ async def test_every_target_down_is_answered_at_once_then_taken_again(
             assert int(reply.headers["Retry-After"]) >= 1
             assert reply.error["code"] == -32000, reply.message
             assert reply.error["data"]["retryAfterSeconds"] >= 1
-            assert "every upstream of this route is down" in reply.error["message"]
+            assert "every server of the route is down" in reply.error["message"]
             assert a.url not in reply.text and str(port_a) not in reply.text
 
             # Handshake-era clients: a JSON-RPC error at HTTP 200 (their SDKs end the

@@ -48,3 +48,19 @@ def test_a_command_that_cannot_start_is_said_without_it() -> None:
     told = for_client(failure, "/x", ["srv"])
     assert told.message.startswith("route /x: its server could not be started; waiting will")
     assert "srv" not in told.message and "Retry-After" not in told.headers
+
+
+def test_each_kind_is_told_in_the_gateways_words_with_what_a_person_can_act_on() -> None:
+    refused = "POST http://10.0.0.1:3000/mcp: Cannot connect to host (Connect call failed)"
+    told = for_client(Failure(FailureKind.UPSTREAM_UNAVAILABLE, refused), "/x", [])
+    assert told.message.startswith(
+        "route /x: its server could not be reached (connection refused); the request was not"
+    ), told.message
+    assert "POST" not in told.message and "10.0.0.1" not in told.message
+    failed = Failure(
+        FailureKind.UPSTREAM_REFUSED, "the upstream answered HTTP 503", {"status": 503}
+    )
+    assert (
+        "its server answered with an error (HTTP 503); it was sent"
+        in for_client(failed, "/x", []).message
+    )
