@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Outcomes that are not errors: a result, or a request for more input.
-SUCCESS_OUTCOMES = frozenset({"value", "input_required"})
+SUCCESS_OUTCOMES = frozenset({"ok", "input_required"})
 UNKNOWN = "unknown"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # The longest a log field may be (longer values are cut, with how much was cut).

@@ -122,6 +122,12 @@ class Backend:
         verdict = self.link.verdict
         return verdict.transport if verdict is not None else None
 
+    @property
+    def found_at(self) -> float | None:
+        """When the upstream's era was found (wall clock; None until it is)."""
+        verdict = self.link.verdict
+        return verdict.found_at if verdict is not None else None
+
     def upstream_connections(self) -> tuple[int, int]:
         """Pooled connections to the upstream: (carrying a request, idle)."""
         return self.upstream.pool_counts()

@@ -41,6 +41,7 @@ def dump(verdict: Verdict) -> dict[str, Any]:
         "revision": verdict.adapter.version,
         "transport": verdict.transport,
         "profile": verdict.profile.model_dump(mode="json"),
+        "found_at": verdict.found_at,
     }
 
 
@@ -53,6 +54,9 @@ def load(data: dict[str, Any], adapters: AdapterSet) -> Verdict | None:
         profile = ServerProfile.model_validate(data.get("profile"))
     except ValidationError:
         return None
+    found_at = data.get("found_at")
+    if isinstance(found_at, int | float) and not isinstance(found_at, bool):
+        return Verdict(adapter, str(transport), profile, float(found_at))
     return Verdict(adapter, str(transport), profile)
 
 

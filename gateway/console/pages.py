@@ -46,13 +46,7 @@ def routes_table(routes: list[dict[str, Any]]) -> str:
             ", ".join(f"{escape(v)}: {n}" for v, n in sorted(r["sessions"].items())) or "none"
         )
         policy = "<br>".join(escape(p) for p in r["policy"]) or "none"
-        health = r.get("health")
-        if health is None:
-            shown = "checking"
-        elif health.get("ready"):
-            shown = "ready"
-        else:
-            shown = f"not ready: {escape(str(health.get('error', '')))}"
+        shown = _health(r.get("health"))
         rows.append(
             f'<tr data-route="{escape(r["path"])}">'
             f'<td><a href="/calls?{escape(urlencode({"route": r["path"]}))}">'
@@ -60,7 +54,7 @@ def routes_table(routes: list[dict[str, Any]]) -> str:
             f"<td class=health>{shown}</td>"
             f"<td>{escape(r['transport'] or 'not yet known')}</td>"
             f"<td class=revision>{escape(r['revision'] or 'not yet known')}</td>"
-            f"<td>{_when(r['found_at'])}</td><td>{policy}</td>"
+            f"<td class=found>{_when(r['found_at'])}</td><td>{policy}</td>"
             f"<td class=num>{r['calls']}</td><td class=num>{r['failures']}</td>"
             f"<td class=num>{r['refusals']}</td><td class=num>{r['parked']}</td>"
             f"<td>{sessions}</td></tr>"
@@ -68,10 +62,43 @@ def routes_table(routes: list[dict[str, Any]]) -> str:
     head = (
         "<tr><th>Route</th><th>Upstream</th><th>Health</th><th>Transport</th>"
         "<th>Revision found</th>"
-        "<th>Found (first seen)</th><th>Policy</th><th>Calls</th><th>Failures</th>"
+        "<th>Found</th><th>Policy</th><th>Calls</th><th>Failures</th>"
         "<th>Refusals</th><th>Parked</th><th>Sessions by client revision</th></tr>"
     )
     return f"<table class=routes>{head}{''.join(rows)}</table>"
+
+
+def _health(health: dict[str, Any] | None) -> str:
+    """Ready or not, why and what to do (a reason and a hint, as the start-up line
+    says them), and with several targets each one's state."""
+    if health is None:
+        return "checking"
+    if health.get("ready"):
+        shown = "ready"
+    else:
+        shown = f"<b>not ready</b>: {_why(health)}"
+        if "next_start_in_s" in health:
+            shown += f" · next start in {escape(str(health['next_start_in_s']))} s"
+    targets = health.get("targets")
+    if targets:
+        items = "".join(_target(t) for t in targets)
+        shown += f"<ul class=targets>{items}</ul>"
+    return shown
+
+
+def _why(said: dict[str, Any]) -> str:
+    reason = escape(str(said.get("reason") or said.get("error") or ""))
+    hint = said.get("hint")
+    return f"{reason} <i class=hint>({escape(str(hint))})</i>" if hint else reason
+
+
+def _target(t: dict[str, Any]) -> str:
+    line = f"<code>{escape(str(t.get('target', '')))}</code> <b>{escape(str(t.get('state')))}</b>"
+    if t.get("reason"):
+        line += f": {_why(t)}"
+    if "retry_in" in t:
+        line += f" · next try in {escape(str(t['retry_in']))} s"
+    return f'<li class="target {escape(str(t.get("state")))}">{line}</li>'
 
 
 def calls_table(records: list[CallRecord], bodies: bool) -> str:

@@ -23,6 +23,7 @@ from gateway.console.wiretap import WIRE, Wire, recording_adapters
 from gateway.core import (
     Answer,
     Ask,
+    AskKind,
     Call,
     ClientContext,
     Exchange,
@@ -31,8 +32,9 @@ from gateway.core import (
     Operation,
     Outcome,
     ServerProfile,
+    Value,
 )
-from gateway.protocol import AdapterSet
+from gateway.protocol import ANSWERS_ARGUMENT, STATE_ARGUMENT, AdapterSet, asked_in_result
 from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import UpstreamSettings
 
@@ -156,10 +158,17 @@ class Playground:
         try:
             for _ in range(ROUNDS):
                 outcome = await link.handle(call, exchange)
-                if not isinstance(outcome, InputRequired):
+                asked = _asked_in_arguments(outcome)
+                if isinstance(outcome, InputRequired):
+                    answers = await run.ask(outcome.asks)
+                    call = replace(call, id=next(self._ids), answers=answers, state=outcome.state)
+                elif asked is not None:  # a revision that carries answers in arguments
+                    answers = await run.ask(asked.asks)
+                    call = replace(
+                        call, id=next(self._ids), params=_with_answers(call, asked, answers)
+                    )
+                else:
                     break
-                answers = await run.ask(outcome.asks)
-                call = replace(call, id=next(self._ids), answers=answers, state=outcome.state)
                 exchange = replace(exchange, call=call)
             run.outcome = outcome
         except TimeoutError:
@@ -183,3 +192,32 @@ class Playground:
                     await link.close()
         if self._http is not None:
             await self._http.close()
+
+
+def _asked_in_arguments(outcome: Outcome) -> InputRequired | None:
+    """The questions a tool result asks to have answered in the call's arguments (the
+    revisions from before elicitation), as the form shows them."""
+    if not isinstance(outcome, Value):
+        return None
+    asked = asked_in_result(outcome.result)
+    if asked is None:
+        return None
+    questions, state = asked
+    asks = {}
+    for key, said in questions.items():
+        kind = AskKind.for_method(said.get("method")) if isinstance(said, dict) else None
+        params = said.get("params") if isinstance(said, dict) else None
+        if kind is not None and isinstance(params, dict):
+            asks[str(key)] = Ask(kind, params)
+    return InputRequired(asks, state) if asks else None
+
+
+def _with_answers(call: Call, asked: InputRequired, answers: dict[str, Answer]) -> dict[str, Any]:
+    """The call's params again, its answers and state in the reserved arguments."""
+    arguments = dict(call.params.get("arguments") or {})
+    arguments[ANSWERS_ARGUMENT] = {
+        key: answer.result if answer.result is not None else {"action": "decline"}
+        for key, answer in answers.items()
+    }
+    arguments[STATE_ARGUMENT] = asked.state
+    return {**call.params, "arguments": arguments}

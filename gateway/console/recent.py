@@ -18,6 +18,7 @@ from gateway.core import Failure, ServerProfile
 from gateway.core.call import Call
 from gateway.core.outcome import InputRequired, Outcome
 from gateway.core.redaction import redact
+from gateway.transport.inbound import OUTCOME_NAMES
 
 __all__ = ["CallRecord", "RecentCalls", "redact"]
 
@@ -160,7 +161,7 @@ class RecentCalls:
 
 
 def outcome_name(outcome: Outcome) -> str:
-    return outcome.kind.value if isinstance(outcome, Failure) else type(outcome).__name__.lower()
+    return outcome.kind.value if isinstance(outcome, Failure) else OUTCOME_NAMES[type(outcome)]
 
 
 def _text(value: Any) -> str | None:

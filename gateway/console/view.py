@@ -4,13 +4,13 @@ backend, sessions and policy) and its metrics registry (calls, failures, refusal
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.config.settings import RouteSpec
 from gateway.observability import Metrics
 from gateway.transport.route import Route
+from gateway.upstream.diagnosis import diagnose
 
 __all__ = ["RoutesView"]
 
@@ -30,8 +30,6 @@ class RoutesView:
         self.routes = routes
         self.specs = specs
         self.metrics = metrics
-        # When the console first saw each route's upstream revision (wall clock).
-        self._found: dict[tuple[str, str], float] = {}
         # Each route's last health check: (when, loop time; the check's verdict).
         self._health: dict[str, tuple[float, dict[str, Any]]] = {}
         self._checking = asyncio.Lock()
@@ -46,7 +44,7 @@ class RoutesView:
                 for r in self.routes()
                 if now - self._health.get(r.path, (-1e9, {}))[0] > HEALTH_EVERY
             ]
-            found = await asyncio.gather(*(r.backend.ready(HEALTH_WITHIN) for r in stale))
+            found = await asyncio.gather(*(_checked(r) for r in stale))
             for route, verdict in zip(stale, found, strict=True):
                 self._health[route.path] = (now, verdict)
 
@@ -60,15 +58,12 @@ class RoutesView:
     ) -> dict[str, Any]:
         backend = route.backend
         revision = backend.upstream_revision
-        found = None
-        if revision is not None:
-            found = self._found.setdefault((route.path, revision), time.time())
         return {
             "path": route.path,
             "upstream": _upstream(spec),
             "transport": backend.upstream_transport,
             "revision": revision,
-            "found_at": found,
+            "found_at": backend.found_at,
             "policy": _policy(route, spec),
             "calls": int(counts.get((route.path, "gateway_requests_total"), 0)),
             "failures": int(counts.get((route.path, "gateway_request_errors_total"), 0)),
@@ -92,6 +87,31 @@ class RoutesView:
                     key = (sample.labels.get("route", ""), sample.name)
                     totals[key] = totals.get(key, 0.0) + sample.value
         return totals
+
+
+async def _checked(route: Route) -> dict[str, Any]:
+    """The route's health check, each failure said as the start-up line says it: a
+    reason and a hint, not the error's raw text (which stays in the log)."""
+    verdict = dict(await route.backend.ready(HEALTH_WITHIN))
+    targets = route.backend.targets
+    settings = route.backend.link.settings
+    if "last_stderr" in verdict:  # a command that keeps exiting: what it said
+        said = verdict.pop("last_stderr") or []
+        verdict["reason"] = verdict.pop("error")
+        verdict["hint"] = (
+            f"its last stderr line: {said[-1]}" if said else "run the command by hand to see why"
+        )
+    elif not verdict.get("ready") and "error" in verdict and "targets" not in verdict:
+        verdict["reason"], verdict["hint"] = await diagnose(
+            str(verdict.pop("error")), settings, rerun=False
+        )
+    for index, row in enumerate(verdict.get("targets", [])):
+        if row.get("reason") and targets is not None:
+            link = targets.links[index]
+            row["reason"], row["hint"] = await diagnose(
+                str(row["reason"]), link.settings, rerun=False
+            )
+    return verdict
 
 
 def _upstream(spec: RouteSpec | None) -> str:

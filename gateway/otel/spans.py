@@ -245,7 +245,7 @@ def _answered(span: Span, call: Call, message: Any) -> None:
 def _outcome(span: Span, adapter: Adapter, outcome: Outcome) -> None:
     """What the upstream answered, on its client span."""
     if isinstance(outcome, Value):
-        span.set_attribute(names.OUTCOME, "value")
+        span.set_attribute(names.OUTCOME, "ok")
         if outcome.result.get("isError") is True:
             span.set_attribute(names.ERROR_TYPE, "tool_error")
             span.set_status(Status(StatusCode.ERROR, "the tool reported an error"))

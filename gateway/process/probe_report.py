@@ -15,7 +15,6 @@ from gateway.upstream.link import UpstreamLink, UpstreamSettings, Verdict
 # Pagination guard: a server that never stops paging is reported, not followed.
 MAX_PAGES = 1000
 # How the report names the transport it found.
-TRANSPORT_NAMES = {"http": "streamable-http", "sse": "http+sse", "stdio": "stdio"}
 
 
 async def probe_upstream(
@@ -33,7 +32,7 @@ async def probe_upstream(
                 "upstream": settings.url or shlex.join(settings.command or []),
                 "era": "legacy" if verdict.adapter.has_handshake else "modern",
                 "revision": verdict.adapter.version,
-                "transport": TRANSPORT_NAMES.get(verdict.transport, verdict.transport),
+                "transport": verdict.transport,
                 "supported_revisions": list(verdict.profile.versions),
                 "server_info": verdict.profile.info,
                 "capabilities": verdict.profile.capabilities,

@@ -9,9 +9,6 @@ with several upstreams (failover) gives a verdict per target.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -20,20 +17,16 @@ from typing import Any
 
 from gateway.bridge.backend import Backend
 from gateway.core import Failure, FailureKind
-from gateway.core.redaction import safe_command, safe_url, scrub
+from gateway.core.redaction import safe_command, safe_url
 from gateway.upstream.carriers.crashes import Crashes
+from gateway.upstream.diagnosis import diagnose
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
 from gateway.upstream.reach import spawnable
 
-# How long a stdio command that failed the probe is watched for its exit code.
-EXIT_WATCH = 2.0
 # The startup summary: how long one route's check may take, and how often the routes
 # are checked again (a line is logged only when a verdict changes).
 WATCH_TIMEOUT = 10.0
 WATCH_INTERVAL = 10.0
-# How the verdict names a transport the probe found.
-TRANSPORT_NAMES = {"http": "streamable-http", "sse": "http+sse", "stdio": "stdio"}
-_HTTP_STATUS = re.compile(r"HTTP (\d{3})")
 
 
 @dataclass
@@ -132,7 +125,7 @@ async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
     except (TimeoutError, OSError, ValueError) as exc:
         verdict.problem, verdict.hint = await diagnose(str(exc) or type(exc).__name__, settings)
     else:
-        verdict.transport = TRANSPORT_NAMES.get(found.transport, found.transport)
+        verdict.transport = found.transport
         verdict.revision = found.adapter.version
         verdict.stateless = not found.adapter.has_handshake
     return verdict
@@ -152,38 +145,6 @@ def judged_together(targets: list[TargetVerdict]) -> list[TargetVerdict]:
     return targets
 
 
-async def diagnose(message: str, settings: UpstreamSettings) -> tuple[str, str]:
-    """(reason, hint) for a failed probe: the kinds an operator meets first."""
-    if settings.command is not None:
-        return await _diagnose_stdio(message, settings)
-    return _diagnose_http(message, settings)
-
-
-def _diagnose_http(message: str, settings: UpstreamSettings) -> tuple[str, str]:
-    where = re.sub(r"^[a-z]+://([^/]*).*$", r"\1", safe_url(settings.url))
-    if "WRONG_VERSION_NUMBER" in message or "wrong version number" in message:
-        plain = safe_url(settings.url).replace("https://", "http://", 1)
-        return "TLS handshake failed: the port speaks plain HTTP", f"use {plain}"
-    if "SSL" in message or "certificate" in message.lower():
-        return "TLS handshake failed", "check the server's certificate and the https:// URL"
-    if "refused" in message.lower() or "Connect call failed" in message:
-        return f"nothing is listening at {where}", "start the server, or check the host and port"
-    if "Name or service not known" in message or "nodename nor servname" in message:
-        return f"cannot resolve {where}", "check the host name"
-    status = _HTTP_STATUS.search(message)
-    if status is not None:
-        reason = f"not an MCP endpoint (it answered HTTP {status.group(1)})"
-        return reason, "check the URL's path: often /mcp, or /sse for the old transport"
-    if "no answer" in message or "TimeoutError" in message or "timed out" in message:
-        return "no answer in time", "check the server, or raise probe_timeout= / connect_timeout="
-    if "speaks no MCP transport" in message:
-        reason = "not an MCP endpoint (no MCP answer on any transport)"
-        return reason, "check the URL's path: often /mcp, or /sse for the old transport"
-    if "not JSON" in message or "content type" in message.lower():
-        return "not an MCP endpoint (its answer is not MCP)", "check the URL"
-    return scrub(message), ""
-
-
 def crash_loop(settings: UpstreamSettings, crashes: Crashes) -> TargetVerdict:
     """A stdio route whose command keeps exiting: how often in a row, what it said."""
     verdict = TargetVerdict(upstream_name(settings))
@@ -193,56 +154,6 @@ def crash_loop(settings: UpstreamSettings, crashes: Crashes) -> TargetVerdict:
         f"its last stderr line: {said[-1]}" if said else "run the command by hand to see why"
     )
     return verdict
-
-
-async def _diagnose_stdio(message: str, settings: UpstreamSettings) -> tuple[str, str]:
-    assert settings.command is not None
-    program = settings.command[0]
-    if "No such file or directory" in message or "not found" in message:
-        if settings.cwd is not None and f"'{settings.cwd}'" in message:
-            return f"the working directory {settings.cwd} does not exist", "check cwd="
-        return f"command not found: {program}", "install it, or give its full path"
-    if "Permission denied" in message:
-        return f"cannot run {program}: permission denied", "make it executable"
-    code, line = await _exit_of(settings)
-    if code is not None:
-        said = f"; its last stderr line: {line}" if line else ""
-        return f"the command exited with code {code}{said}", "run the command by hand to see why"
-    if "no answer" in message or "Timeout" in message or not message:
-        return "the command runs but gives no MCP answer", "is it an MCP stdio server?"
-    return scrub(message), ""
-
-
-async def _exit_of(settings: UpstreamSettings) -> tuple[int | None, str]:
-    """The command started again, watched for EXIT_WATCH seconds: its exit code (None:
-    still running) and its last stderr line."""
-    assert settings.command is not None
-    env = {**os.environ, **settings.env} if settings.env else None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *settings.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=settings.cwd,
-            env=env,
-        )
-    except OSError:
-        return None, ""
-    assert proc.stderr is not None
-    try:  # stdin stays open: an MCP server exits at its end, whatever else is wrong
-        stderr, _ = await asyncio.wait_for(
-            asyncio.gather(proc.stderr.read(), proc.wait()), EXIT_WATCH
-        )
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        return None, ""
-    if proc.stdin is not None:
-        proc.stdin.close()
-    lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
-    return proc.returncode, (lines[-1].strip()[:200] if lines else "")
 
 
 async def reach_all(
@@ -293,7 +204,7 @@ async def _verdict(path: str, backend: Backend, within: float) -> RouteVerdict:
     check = await backend.ready(within)
     target = TargetVerdict(upstream_name(link.settings))
     if check["ready"]:
-        target.transport = TRANSPORT_NAMES.get(check["transport"], check["transport"])
+        target.transport = check["transport"]
         target.revision = check["upstream_revision"]
     else:
         target.problem, target.hint = await diagnose(check["error"], link.settings)

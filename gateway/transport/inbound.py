@@ -56,7 +56,7 @@ from gateway.transport.sessions import Session, SessionStore
 log = structlog.get_logger(__name__)
 
 # A finished call's outcome as the log, the metrics and the spans spell it.
-OUTCOME_NAMES: dict[type, str] = {Value: "value", InputRequired: "input_required"}
+OUTCOME_NAMES: dict[type, str] = {Value: "ok", InputRequired: "input_required"}
 # The parameter that names what a call is about, on its log line: (field, param).
 NAMED_BY = {
     Operation.TOOLS_CALL: ("tool", "name"),

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.core import Failure, FailureKind, ServerProfile
 from gateway.protocol import Adapter, AdapterSet
@@ -29,6 +30,8 @@ class Verdict:
     adapter: Adapter
     transport: str  # "http", "sse" or "stdio"
     profile: ServerProfile
+    # When it was found (wall clock; a replica that adopts it keeps the finder's time).
+    found_at: float = field(default_factory=time.time, compare=False)
 
 
 # Opens a handshake-era session over a transport ("http", "sse" or "stdio"),

@@ -45,7 +45,7 @@ def test_probe_a_legacy_server() -> None:
         report = probe_json(url)
         assert report["era"] == "legacy"
         assert report["revision"] == LEGACY.revision
-        assert report["transport"] == "streamable-http"
+        assert report["transport"] == "http"
         assert report["supported_revisions"][0] == LEGACY.revision
         assert report["server_info"]["name"]
         assert {"tools", "resources", "prompts"} <= set(report["capabilities"])
@@ -64,7 +64,7 @@ def test_probe_a_legacy_server_over_http_sse() -> None:
         assert isinstance(url, str)
         report = probe_json(url, "--transport", "sse")
         assert report["era"] == "legacy"
-        assert report["transport"] == "http+sse"
+        assert report["transport"] == "sse"
         assert report["counts"]["tools"] > 0
 
 
@@ -75,7 +75,7 @@ def test_probe_a_modern_server() -> None:
         report = probe_json(url)
         assert report["era"] == "modern"
         assert report["revision"] == MODERN.revision
-        assert report["transport"] == "streamable-http"
+        assert report["transport"] == "http"
         assert MODERN.revision in report["supported_revisions"]
         counts = report["counts"]
         assert counts["tools"] > 0 and counts["resources"] > 0 and counts["prompts"] > 0

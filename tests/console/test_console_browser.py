@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.console.conftest import SHOTS, TOKEN
-from tests.e2e.gateway_proc import REPO, RunningGateway
+from tests.cluster.conftest import wait_port
+from tests.console.conftest import SHOTS, TOKEN, console_port
+from tests.e2e.gateway_proc import REPO, RunningGateway, free_port, gateway
 
 SDK_PYTHON = REPO / ".peers" / "py-1.30.0" / "bin" / "python"
 WAIT_MS = 15_000
@@ -105,7 +107,7 @@ def test_an_sdk_call_shows_in_recent_calls_with_both_wires(
     assert "2025-11-25 → 2025-11-25" in call.inner_text()
     shot(page, "recent-calls")
     # Filters: by client revision and by outcome (the page's own form).
-    page.select_option("select[name=outcome]", "value")
+    page.select_option("select[name=outcome]", "ok")
     page.click("text=Filter")
     page.locator("tr.call", has_text="echo").wait_for(timeout=WAIT_MS)
     page.goto(console + "/calls?revision=2024-11-05")
@@ -170,7 +172,7 @@ def test_a_post_without_the_csrf_token_is_refused(
 
 
 @pytest.mark.console_args("--console-bodies")
-@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25", "2025-03-26", "2024-11-05"])
 def test_the_playground_calls_greet_me_and_answers_its_elicitation(
     demo_console: tuple[RunningGateway, str], browser: Any, revision: str
 ) -> None:
@@ -193,12 +195,12 @@ def test_the_playground_calls_greet_me_and_answers_its_elicitation(
     result = page.locator(".result-text", has_text="Hello, Ada")
     result.wait_for(timeout=WAIT_MS)
     wire = page.locator(".wire").first.inner_text()
-    assert "elicitation/create" in wire or "input_required" in wire
+    # Each revision's own way: asked on the stream, input_required, or (before
+    # elicitation) a tool result answered in the call's reserved arguments.
+    assert any(way in wire for way in ("elicitation/create", "input_required", "_mcp_answers"))
     assert "Hello, Ada" in wire
     # The call went through the route: its recent calls have it, from this revision.
-    gateway_side = page.locator(
-        ".wire", has_text=f"{revision} client -> 2025-11-25 upstream, value"
-    )
+    gateway_side = page.locator(".wire", has_text=f"{revision} client -> 2025-11-25 upstream, ok")
     gateway_side.wait_for(timeout=WAIT_MS)
     # ... and the upstream side of it: the demo server asked its question on its stream.
     assert "elicitation/create" in gateway_side.inner_text()
@@ -230,3 +232,41 @@ def test_a_playground_post_for_a_route_that_is_not_there_is_a_clear_answer(
         answer = page.request.post(console + path, form=form, headers={"X-Console-CSRF": csrf})
         assert answer.status == 200, (path, answer.status)
         assert "class=failure" in answer.text(), (path, answer.text())
+
+
+def test_the_routes_page_shows_each_target_and_says_why_one_is_not_ready(
+    console_env: None, tmp_path: Path, browser: Any
+) -> None:
+    """A route with two targets, one of them dead, and a route whose upstream is dead:
+    every target with its state, the reason and hint as the start-up line says them
+    (not a library's exception text), and when the gateway found the upstream."""
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    port = free_port()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "demo", "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    routes = (f"/two=http://127.0.0.1:{port}/mcp,also={dead}", f"/down={dead}")
+    extra = ("--console", "--console-listen", "127.0.0.1:0")
+    try:
+        wait_port(port, 10.0, demo)
+        with gateway(*routes, extra=extra, tmp_path=tmp_path, check=False) as running:
+            page = page_for(browser)
+            page.goto(f"http://127.0.0.1:{console_port(running)}/routes")
+            ejected = page.locator('tr[data-route="/two"] li.target.ejected')
+            ejected.wait_for(timeout=WAIT_MS)
+            said = ejected.inner_text()
+            assert "nothing is listening at 127.0.0.1" in said and "next try in" in said, said
+            assert page.locator('tr[data-route="/two"] li.target.up').count() == 1
+            down = page.locator('tr[data-route="/down"] td.health')
+            down.wait_for(timeout=WAIT_MS)
+            text = down.inner_text()
+            assert "not ready" in text and "start the server" in text, text
+            assert "Error" not in text and "Connect call failed" not in text, text
+            found = page.locator('tr[data-route="/two"] td.found').inner_text()
+            assert found.startswith("20"), found  # a date: when the gateway found it
+            shot(page, "routes-targets")
+    finally:
+        demo.kill()
+        demo.wait(5)

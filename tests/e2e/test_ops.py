@@ -125,7 +125,7 @@ async def test_metrics_count_calls_sessions_and_revisions(
         status, text = await get(http, gw.url("/metrics"))
         assert status == 200
         pair = {"route": "/mcp", "client_revision": "2025-03-26", "upstream_revision": "2025-06-18"}
-        assert sample(text, "gateway_requests_total", method="tools/call", outcome="value", **pair)
+        assert sample(text, "gateway_requests_total", method="tools/call", outcome="ok", **pair)
         calls = sample(text, "gateway_request_duration_seconds_count", **pair)
         assert calls is not None and calls >= 2
         assert sample(text, "gateway_sessions", route="/mcp") == 1
@@ -226,7 +226,7 @@ async def test_every_log_line_is_json_with_the_call_fields(
         assert set(record) >= CALL_FIELDS, record
         assert record["route"] == "/mcp" and record["upstream_revision"] == "2025-06-18"
     traced = next(r for r in calls if r["method"] == "tools/call")
-    assert traced["request_id"] == "req-42" and traced["outcome"] == "value"
+    assert traced["request_id"] == "req-42" and traced["outcome"] == "ok"
     assert traced["client_revision"] == "2025-11-25"
     assert traced["trace_id"] == TRACEPARENT.split("-")[1]
     assert isinstance(traced["duration_ms"], int | float)

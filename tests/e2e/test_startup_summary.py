@@ -63,7 +63,7 @@ async def test_each_broken_route_kind_says_why_at_start(tmp_path: Path, dead_url
     finally:
         await runner.cleanup()
     good = lines["/good"]
-    assert (good["event"], good["transport"]) == ("route ready", "streamable-http"), good
+    assert (good["event"], good["transport"]) == ("route ready", "http"), good
     assert good["revision"], good
     expected = {
         "/down": ("nothing is listening at 127.0.0.1:", "start the server"),
@@ -93,7 +93,7 @@ async def test_gateway_check_exit_codes(dead_url: str) -> None:
         good = await _check("--route", f"/good={fake.url}", "--reach")
         assert good.returncode == 0, good.stderr
         assert good.stdout.startswith("ok   /good  "), good.stdout
-        assert "streamable-http" in good.stdout
+        assert ": http 20" in good.stdout, good.stdout  # transport= says it so
         both = ("--route", f"/good={fake.url}", "--route", f"/down={dead_url}")
         bad = await _check(*both, "--reach")
         assert bad.returncode == 1, bad.stderr

@@ -257,7 +257,7 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     assert [e.attributes for e in s1.event("gateway.input_required")] == [
         {"gateway.state": "parked", "gateway.round": 1}
     ]
-    assert s2.attributes["gateway.outcome"] == "value"
+    assert s2.attributes["gateway.outcome"] == "ok"
     (retried,) = s2.event("gateway.retry")
     assert retried.attributes["gateway.round"] == 1 and retried.attributes["gateway.parked_ms"] > 0
     # The retry points at the request that handed out its state.
@@ -275,7 +275,7 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     # A digest of the upstream session's id, never the id itself.
     assert c1.attributes["mcp.session.id"] == digest(called["session"]), c1.attributes
     assert called["session"] not in json.dumps([s.attributes for s in spans])
-    assert c1.attributes["gateway.outcome"] == "value"
+    assert c1.attributes["gateway.outcome"] == "ok"
     (ask,) = c1.event("gateway.ask")
     (answered,) = c1.event("gateway.answer")
     assert ask.attributes == {"mcp.method.name": "elicitation/create"}
@@ -351,7 +351,7 @@ async def test_a_retry_that_lands_on_another_replica_links_the_first_request(
     assert [(link.span_id, link.attributes) for link in s2.links] == [
         (s1.span_id, {"gateway.link": "first_request"})
     ]
-    assert s2.attributes["gateway.outcome"] == "value"
+    assert s2.attributes["gateway.outcome"] == "ok"
 
 
 async def test_a_session_clients_call_names_its_session_by_digest_only(
@@ -383,7 +383,7 @@ async def test_a_session_clients_call_names_its_session_by_digest_only(
     assert server.trace_id == client.trace_id
     assert server.attributes["mcp.session.id"] == digest(session_id)
     assert server.attributes["mcp.protocol.version"] == "2025-11-25"
-    assert server.attributes["gateway.outcome"] == "value"
+    assert server.attributes["gateway.outcome"] == "ok"
     assert "error.type" not in server.attributes and server.status == "UNSET"
     everything = json.dumps([(s.name, s.attributes, s.events) for s in receiver.spans], default=str)
     assert session_id not in everything and TOKEN.split()[1] not in everything
@@ -436,7 +436,7 @@ async def test_a_stdio_upstream_gets_the_trace_in_meta_and_a_retry_without_conte
     )
     assert "server.address" not in c1.attributes
     assert s2.links == []  # its parent already is the first request's span
-    assert s2.attributes["gateway.outcome"] == "value"
+    assert s2.attributes["gateway.outcome"] == "ok"
 
     # What the SDK server read on its stdin: the gateway's client span, in `_meta`.
     lines = [json.loads(line) for line in record.read_text().splitlines()]
@@ -491,7 +491,7 @@ async def test_gateway_stdio_serves_a_stdio_client_as_server_spans_over_a_pipe(
     server = by_parent(receiver.spans, first, "SERVER")
     assert server is not None and server.trace_id == trace_id and server.name == "tools/call add"
     assert server.attributes["network.transport"] == "pipe"
-    assert server.attributes["gateway.outcome"] == "value"
+    assert server.attributes["gateway.outcome"] == "ok"
     assert server.attributes["gateway.upstream.protocol_version"] == "2025-11-25"
     assert "network.protocol.name" not in server.attributes
     assert server.attributes["mcp.protocol.version"] == "2025-11-25"

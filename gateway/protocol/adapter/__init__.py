@@ -15,6 +15,7 @@ from gateway.protocol.adapter.base import (
     AdapterBase,
     Message,
     adapter_of,
+    asked_in_result,
     decode_header_value,
     encode_header_value,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Message",
     "Projection",
     "adapter_of",
+    "asked_in_result",
     "declares_tasks_extension",
     "decode_header_value",
     "encode_header_value",

@@ -31,6 +31,22 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # asks travel in arguments (`asks_in_arguments`).
 ANSWERS_ARGUMENT = "_mcp_answers"
 STATE_ARGUMENT = "_mcp_state"
+# Where such a tool result also says its questions and state for a program (the text
+# says them for a model): the result's `_meta`, under the gateway's own prefix.
+ASKED_META = "dev.mcp-gateway/asked"
+
+
+def asked_in_result(result: Any) -> tuple[dict[str, Any], str] | None:
+    """The questions ``{key: {"method", "params"}}`` and the state a tool result asks to
+    have answered in arguments (None: it asks nothing)."""
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    asked = meta.get(ASKED_META) if isinstance(meta, dict) else None
+    if not isinstance(asked, dict):
+        return None
+    questions, state = asked.get("asks"), asked.get("state")
+    if not isinstance(questions, dict) or not isinstance(state, str):
+        return None
+    return questions, state
 
 
 def decode_header_value(value: str) -> str:

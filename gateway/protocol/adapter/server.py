@@ -41,6 +41,7 @@ from gateway.core import jsonrpc as rpc
 from gateway.protocol import models
 from gateway.protocol.adapter.base import (
     ANSWERS_ARGUMENT,
+    ASKED_META,
     STATE_ARGUMENT,
     TASKS_EXTENSION,
     Message,
@@ -409,7 +410,17 @@ class AdapterServerRole(Projection):
             f'or {{"action": "decline"}}) and `{STATE_ARGUMENT}` set to the value below.'
         )
         lines.append(f"{STATE_ARGUMENT}: {outcome.state or ''}")
-        return {"content": [{"type": "text", "text": "\n".join(lines)}], "isError": False}
+        asked = {
+            "asks": {
+                key: {"method": a.method, "params": a.params} for key, a in outcome.asks.items()
+            },
+            "state": outcome.state or "",
+        }
+        return {
+            "content": [{"type": "text", "text": "\n".join(lines)}],
+            "isError": False,
+            "_meta": {ASKED_META: asked},
+        }
 
     @staticmethod
     def failure_is_result(failure: Failure, operation: Operation | None) -> bool:

@@ -371,7 +371,7 @@ async def test_a_value_with_is_error_is_a_tool_error(
     await spans.upstream(run, Channel(legacy, _Pipe(), None), exchange.call, exchange, None, 4)
     (done,) = exporter.get_finished_spans()
     attributes = dict(done.attributes or {})
-    assert (attributes[names.OUTCOME], attributes[names.ERROR_TYPE]) == ("value", "tool_error")
+    assert (attributes[names.OUTCOME], attributes[names.ERROR_TYPE]) == ("ok", "tool_error")
 
 
 async def test_an_unsampled_call_still_passes_its_context_on_and_records_nothing() -> None:
