@@ -107,7 +107,8 @@ OPTIONS: tuple[RouteOption, ...] = (
     RouteOption(
         "env",
         "NAME:VALUE|...",
-        "stdio: extra environment variables of the upstream's command",
+        "stdio: environment variables of the upstream's command, added to the gateway's own "
+        "(which the command inherits)",
         kind=Kind.MAPPING,
     ),
     RouteOption("cwd", "DIR", "stdio: the working directory of the upstream's command", "."),

@@ -29,8 +29,8 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.config import route_options
+from gateway.config.setting_table import help_of
 from gateway.config.settings import (
-    DEFAULT_DRAIN_TIMEOUT,
     EVENT_LOOPS,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -52,7 +52,7 @@ from gateway.process.route_check import RouteVerdict, reach_all, startable
 from gateway.process.start_options import describe_settings, state_key_from_env
 from gateway.protocol import AdapterSet
 from gateway.transport.guard import OriginGuard
-from gateway.transport.route import DEFAULT_MAX_BATCH, Route
+from gateway.transport.route import Route
 from gateway.transport.stdio import run_stdio
 from gateway.upstream.link import UpstreamLink
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
@@ -115,163 +115,89 @@ RouteOption = Annotated[
 
 ListenOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="HOST:PORT",
-        help="Where to listen (a bare PORT: on 127.0.0.1).  [default: 127.0.0.1:8080]",
-    ),
+    typer.Option(metavar="HOST:PORT", help=help_of("listen")),
 ]
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        metavar="FILE",
-        help="A TOML config file (see config/gateway.example.toml).  Env: GATEWAY_CONFIG.",
-    ),
+    typer.Option("--config", "-c", metavar="FILE", help=help_of("config")),
 ]
 
 LogLevelOption = Annotated[
     str | None,
-    typer.Option(metavar="LEVEL", help="debug, info, warning or error.  [default: info]"),
+    typer.Option(metavar="LEVEL", help=help_of("log_level")),
 ]
 
 LogFormatOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="FORMAT",
-        help="json (one object a line), console, or auto: console at a terminal, else json.  "
-        "[default: auto]",
-    ),
+    typer.Option(metavar="FORMAT", help=help_of("log_format")),
 ]
 
 DrainTimeoutOption = Annotated[
     float | None,
-    typer.Option(
-        metavar="SECONDS",
-        help="On SIGTERM/SIGINT, how long to let calls in flight finish.  "
-        f"[default: {DEFAULT_DRAIN_TIMEOUT:g}]",
-    ),
+    typer.Option(metavar="SECONDS", help=help_of("drain_timeout")),
 ]
 
 LoopOption = Annotated[
     str | None,
-    typer.Option(
-        "--loop",
-        metavar="LOOP",
-        help="The event loop: auto (uvloop when installed), asyncio or uvloop.  [default: auto]",
-    ),
+    typer.Option("--loop", metavar="LOOP", help=help_of("event_loop")),
 ]
 
 LeanLaneOption = Annotated[
     bool | None,
-    typer.Option(
-        "--lean-lane/--no-lean-lane",
-        help="Serve the usual Streamable HTTP POST with the gateway's own HTTP/1.1 lane "
-        "(everything else goes to aiohttp's server).  [default: on]",
-    ),
+    typer.Option("--lean-lane/--no-lean-lane", help=help_of("lean_lane")),
 ]
 
 MaxBatchOption = Annotated[
     int | None,
-    typer.Option(
-        metavar="N",
-        help="The most messages in one JSON-RPC batch (larger ones get one error).  "
-        f"[default: {DEFAULT_MAX_BATCH}]",
-    ),
+    typer.Option(metavar="N", help=help_of("max_batch")),
 ]
 
 TrustForwardedOption = Annotated[
     bool | None,
-    typer.Option(
-        "--trust-forwarded",
-        help="Take the public URL (scheme, host, path prefix) from X-Forwarded-* or "
-        "Forwarded headers: only behind a proxy that sets them.  [default: off]",
-    ),
+    typer.Option("--trust-forwarded", help=help_of("trust_forwarded")),
 ]
 ClusterOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="URL",
-        help="Share state with the other replicas through this store: redis://HOST:PORT/DB "
-        "(needs GATEWAY_STATE_KEY, the same on every replica, and the `cluster` extra).  "
-        "Env: GATEWAY_CLUSTER.",
-    ),
+    typer.Option(metavar="URL", help=help_of("cluster")),
 ]
 AdvertiseOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="URL",
-        help="Where the other replicas reach this one (http://HOST:PORT).  "
-        "[default: the --listen address]  Env: GATEWAY_ADVERTISE.",
-    ),
+    typer.Option(metavar="URL", help=help_of("advertise")),
 ]
 ClusterPoolOption = Annotated[
     int | None,
-    typer.Option(
-        metavar="N",
-        help="With a redis:// --cluster store: the most connections to it per process; past "
-        "them a request waits its turn, up to cluster_pool_timeout (2 s), then gets a 503.  "
-        "[default: 100]  Env: GATEWAY_CLUSTER_POOL.",
-    ),
+    typer.Option(metavar="N", help=help_of("cluster_pool")),
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option(
-        metavar="N",
-        help="Worker processes sharing the listening port; they relay to each other as "
-        "replicas do.  [default: 1]  Env: GATEWAY_WORKERS.",
-    ),
+    typer.Option(metavar="N", help=help_of("workers")),
 ]
 
 RateOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="N/s",
-        help="Rate limit of each caller on every route that sets none (rate= route "
-        "option): tools/call, prompts/get, resources/read and completion/complete, as a "
-        "token bucket; N/s, N/m or N/h, burst N (GATEWAY_BURST).  Env: GATEWAY_RATE.",
-    ),
+    typer.Option(metavar="N/s", help=help_of("rate")),
 ]
 ToolRateOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="N/s",
-        help="Rate limit of each caller's calls of each tool on every route that sets "
-        "none (tool_rate= route option).  Env: GATEWAY_TOOL_RATE.",
-    ),
+    typer.Option(metavar="N/s", help=help_of("tool_rate")),
 ]
 RateFallbackOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="open|closed",
-        help="With --cluster, rate limits while the shared store is unreachable: open "
-        "(each replica limits on its own) or closed (limited calls refused, 503).  "
-        "[default: open]  Env: GATEWAY_RATE_FALLBACK.",
-    ),
+    typer.Option(metavar="open|closed", help=help_of("rate_fallback")),
 ]
 
 ConsoleOption = Annotated[
     bool,
-    typer.Option(
-        "--console",
-        help="Serve the operators' console (routes, recent calls) on --console-listen, "
-        "behind the token in GATEWAY_CONSOLE_TOKEN.  [default: off]  Env: GATEWAY_CONSOLE.",
-    ),
+    typer.Option("--console", help=help_of("console")),
 ]
 ConsoleListenOption = Annotated[
     str | None,
-    typer.Option(
-        metavar="HOST:PORT",
-        help="Where the console listens.  [default: 127.0.0.1:9090]  Env: GATEWAY_CONSOLE_LISTEN.",
-    ),
+    typer.Option(metavar="HOST:PORT", help=help_of("console_listen")),
 ]
 ConsoleBodiesOption = Annotated[
     bool,
-    typer.Option(
-        "--console-bodies",
-        help="Record the client's messages of recent calls (redacted, cut).  [default: off]",
-    ),
+    typer.Option("--console-bodies", help=help_of("console_bodies")),
 ]
 
 CheckConfigOption = Annotated[
@@ -310,13 +236,9 @@ def serve(
 ) -> None:
     """Serve MCP clients of every revision in front of the given upstream servers.
 
-    Every option can also be set as an environment variable (GATEWAY_LISTEN,
-    GATEWAY_ROUTES as a JSON list or ';'-separated route specs, GATEWAY_LOG_LEVEL,
-    GATEWAY_LOG_FORMAT, GATEWAY_DRAIN_TIMEOUT, GATEWAY_EVENT_LOOP, GATEWAY_LEAN_LANE,
-    GATEWAY_MAX_BATCH, GATEWAY_SESSION_IDLE_TIMEOUT, GATEWAY_MAX_BODY_BYTES, GATEWAY_CONFIG,
-    GATEWAY_RATE, GATEWAY_BURST, GATEWAY_TOOL_RATE, GATEWAY_TOOL_BURST, GATEWAY_RATE_FALLBACK,
-    and the quotas and timeouts of config/gateway.example.toml) or in the config file; flags
-    win over the environment, which wins over the file.
+    Every setting is also an environment variable GATEWAY_<NAME> and a key of the
+    config file (docs/reference/settings.md lists them all, with their defaults);
+    flags win over the environment, which wins over the file.
     """
     flags: dict[str, Any] = {
         "config": config,

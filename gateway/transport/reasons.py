@@ -22,7 +22,7 @@ UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
 # the TLS handshake, a host name), said as what they mean.
 _DETAILED = frozenset({FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST})
 # How much of what was wrong with an unusable answer the client is told.
-_SHORT = 160
+_SHORT = 240
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
 _HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
 # A library's own words: past one of these the text is not the gateway's.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer.main
 
+from gateway.config.route_options import OPTIONS
 from gateway.process.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,5 +42,24 @@ def test_every_flag_the_docs_name_exists() -> None:
         if page.name not in OTHER_PROGRAMS
         for flag in FLAG.findall(page.read_text())
         if flag not in known and flag not in NOT_OURS
+    }
+    assert unknown == set()
+
+
+# What `name=` in backticks is when it is no route option: a pip pin, a challenge's
+# parameter.
+NOT_ROUTE_OPTIONS = {"mcp", "error"}
+ROUTE_OPTION = re.compile(r"`([a-z_]+)=")
+
+
+def test_every_route_option_the_docs_name_exists() -> None:
+    known = {option.name for option in OPTIONS}
+    assert {"also", "env", "cwd", "headers_from_env"} <= known
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    unknown = {
+        f"{page.relative_to(REPO)}: {name}="
+        for page in pages
+        for name in ROUTE_OPTION.findall(page.read_text())
+        if name not in known and name not in NOT_ROUTE_OPTIONS
     }
     assert unknown == set()

@@ -40,6 +40,8 @@ class CarrierError(Exception):
     ``unreached``: no connection was made (refused, no such host, TLS failed), so the
     request was never written: sending it elsewhere cannot run it twice.
     ``not_started``: a stdio command that could not be started (waiting will not help).
+    ``redirected``: the upstream answered with a redirect the route does not follow
+    (an answer, not a lost one; no ``status``, so the era probe reads no refusal in it).
     """
 
     def __init__(
@@ -52,8 +54,10 @@ class CarrierError(Exception):
         challenge: str | None = None,
         unreached: bool = False,
         not_started: bool = False,
+        redirected: bool = False,
     ) -> None:
         super().__init__(message)
+        self.redirected = redirected
         self.unreached = unreached or not_started
         self.not_started = not_started
         self.status = status
@@ -202,6 +206,8 @@ def carrier_failure(exc: CarrierError) -> Failure:
     if exc.not_started:
         said = f"its server could not be started: {exc}"  # the detail: the log's only
         return Failure(FailureKind.UPSTREAM_NOT_STARTED, said, UNREACHED)
+    if exc.redirected:  # the upstream's own answer, which the route does not follow
+        return Failure(FailureKind.UPSTREAM_PROTOCOL, str(exc))
     if exc.status is None and exc.unreached:
         return Failure(
             FailureKind.UPSTREAM_UNAVAILABLE, f"the upstream is unreachable: {exc}", UNREACHED

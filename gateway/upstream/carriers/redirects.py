@@ -62,7 +62,9 @@ class RedirectPolicy:
         name = f"route {self.route}" if self.route else "the route"
         # No status: a refused redirect is no answer of the upstream's, and the era
         # probe must not read it as a legacy server's refusal and try other transports.
-        raise CarrierError(f"the upstream of {name} answered HTTP {status}{where}: {why}")
+        raise CarrierError(
+            f"the upstream of {name} answered HTTP {status}{where}: {why}", redirected=True
+        )
 
     @staticmethod
     def _target(location: str | None, url: URL) -> URL | None:
