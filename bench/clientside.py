@@ -19,7 +19,7 @@ gateway, the upstream), the middle's context switches per
 call (``/proc/PID/status``), and the answer the client got
 (content type, bytes). ``bench.instructions`` counts only the middle's
 user-space instructions; the difference between the two measures is in these
-columns (bench/README.md, "The two measures").
+columns (docs/performance.md, "The two measures").
 """
 
 from __future__ import annotations

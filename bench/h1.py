@@ -1,11 +1,11 @@
 """A small HTTP/1.1 client on raw asyncio sockets and httptools, for load and for held streams.
 
-aiohttp's client costs about as much CPU per request as the gateway itself
-(bench/README.md, round 3), so a load generator built on it measures itself
-once the gateway has cores of its own.  This one does only what the bench
-needs: one keep-alive connection per caller, a request written in one send,
-the response parsed by httptools (Content-Length or chunked), and streams
-(an SSE answer, a GET stream) held open with their bytes counted.  No TLS,
+aiohttp's client costs about as much CPU per request as the gateway itself (the
+bench journal, round 3: `git show 3514f2e:bench/README.md`), so a load generator
+built on it measures itself once the gateway has cores of its own.  This one does
+only what the bench needs: one keep-alive connection per caller, a request written
+in one send, the response parsed by httptools (Content-Length or chunked), and
+streams (an SSE answer, a GET stream) held open with their bytes counted.  No TLS,
 no redirects, no pooling: a `Conn` is one connection, used by one caller.
 """
 

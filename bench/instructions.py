@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     # The reference proxy runs on the gateway's loop: a uvloop gateway against an
     # asyncio proxy measures the loops (uvloop takes ~19 % of a proxy's instructions
-    # away), not the gateway (bench/README.md, "The two measures").
+    # away), not the gateway (docs/performance.md, "The two measures").
     parser.add_argument(
         "--ref-loop", choices=("same", "asyncio", "uvloop"), default="same",
         help="the reference proxy's loop (default: the gateway's)",

@@ -161,7 +161,7 @@ def freeze_startup_memory() -> None:
     is frozen out of the collector's sight, so a full collection no longer walks it.
     The young generation is collected less often: a call's own objects die by
     reference count, and CPython's default threshold collected it every few calls
-    (bench/README.md, round 5)."""
+    (the bench journal, round 5: `git show 3514f2e:bench/README.md`)."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()

@@ -1,15 +1,15 @@
 """The lane: the usual Streamable HTTP POST served straight off the socket.
 
-aiohttp's server was the largest library cost left per request (its request
-handler, router, middleware, response and stream writer objects); parsed by
-httptools and answered with one write, the same POST costs a fraction of that
-(bench/README.md, round 4).  The lane carries only what it does exactly as aiohttp
-would: an HTTP/1.1 keep-alive POST to a route's own path (no query), framed by
-Content-Length within the route's body limit, with a Host header.  Any other
-request -- a GET stream, a DELETE, a chunked or oversized body, an ``Expect`` or
-``Upgrade`` header, the ops endpoints, bytes that do not parse -- hands the
-connection to aiohttp for good, with every byte of that request, so that aiohttp
-parses and answers it as if it had held the connection from the start.
+aiohttp's server was the largest library cost left per request (its request handler,
+router, middleware, response and stream writer objects); parsed by httptools and
+answered with one write, the same POST costs a fraction of that (the bench journal,
+round 4: `git show 3514f2e:bench/README.md`).  The lane carries only what it does
+exactly as aiohttp would: an HTTP/1.1 keep-alive POST to a route's own path (no
+query), framed by Content-Length within the route's body limit, with a Host header.
+Any other request -- a GET stream, a DELETE, a chunked or oversized body, an
+``Expect`` or ``Upgrade`` header, the ops endpoints, bytes that do not parse --
+hands the connection to aiohttp for good, with every byte of that request, so that
+aiohttp parses and answers it as if it had held the connection from the start.
 
 Requests are answered one at a time, in order: bytes of a pipelined request wait
 (bounded; reading pauses past it) until the answer before it has gone out.

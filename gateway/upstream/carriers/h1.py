@@ -2,12 +2,13 @@
 
 aiohttp's client spends most of its CPU per request on what a keep-alive POST to a
 known upstream does not need (request and response objects, URL handling, a timer
-re-armed per read: bench/README.md, round 3).  It serves only what the Streamable
-HTTP carrier POSTs; its responses look like aiohttp's where the carrier reads them (``status``,
-``headers``, ``content_type``, ``content_length``, ``content.readany()``,
-``release()``, ``close()``), and fail with aiohttp's exception types, so the
-carrier's error handling is the same for both.  What it does not do (TLS,
-credentials in the URL, redirects) the carrier leaves to aiohttp.
+re-armed per read: the bench journal, round 3, `git show 3514f2e:bench/README.md`).
+It serves only what the Streamable HTTP carrier POSTs; its responses look like
+aiohttp's where the carrier reads them (``status``, ``headers``, ``content_type``,
+``content_length``, ``content.readany()``, ``release()``, ``close()``), and fail
+with aiohttp's exception types, so the carrier's error handling is the same for
+both.  What it does not do (TLS, credentials in the URL, redirects) the carrier
+leaves to aiohttp.
 """
 
 from __future__ import annotations
