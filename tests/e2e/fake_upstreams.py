@@ -53,6 +53,8 @@ from typing import Any
 from aiohttp import web
 
 from bench.faultserver import reset_connection
+from tests.e2e.fake_rpc import _answer_text, _refusal, _rpc_error, _rpc_result, _sse
+from tests.e2e.fake_tasks import TASKS_CAPABILITIES, TasksBehaviour
 
 BEHAVIOURS = (
     "flaky",
@@ -117,39 +119,15 @@ ASK_TOOLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 
 
-# The `tasks` behaviour: its capabilities and its tools' task support.
-TASKS_CAPABILITIES: dict[str, Any] = {
-    "tools": {},
-    "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
-}
-TASK_TOOLS = {"slow": "optional", "batch": "required", "confirm": "optional"}
-ASK_CONFIRM = {
-    "message": "Go ahead?",
-    "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
-}
-TASK_TIME = "2026-01-01T00:00:00Z"
 # The `flaky` behaviour's tools and the annotations each says.
 FLAKY_TOOLS: dict[str, dict[str, Any]] = {
     "read_it": {"readOnlyHint": True},
     "same_again": {"idempotentHint": True, "readOnlyHint": False},
     "plain": {"destructiveHint": True},
 }
-RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
-def _rpc_error(id_: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
-
-
-def _rpc_result(id_: Any, result: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id_, "result": result}
-
-
-def _sse(message: dict[str, Any]) -> bytes:
-    return f"event: message\ndata: {json.dumps(message)}\n\n".encode()
-
-
-class FakeUpstream:
+class FakeUpstream(TasksBehaviour):
     """One fake MCP server; ``async with FakeUpstream("hang") as fake: fake.url``."""
 
     def __init__(self, behaviour: str, *, announce: bool = False) -> None:
@@ -373,19 +351,7 @@ class FakeUpstream:
         self.connections.add(request.transport)
         self.seen_headers.append(dict(request.headers))
         if self.behaviour == "wedged" and self.call_started.is_set():
-            if request.method == "POST":
-                with contextlib.suppress(ValueError):
-                    message = json.loads(await request.read())
-                    if isinstance(message, dict) and message.get("method") == (
-                        "notifications/cancelled"
-                    ):
-                        await self._record_cancel(message)
-            try:
-                await self.released.wait()
-            except asyncio.CancelledError:
-                self.abandoned += 1  # the client gave up on this request (closed it)
-                raise
-            return web.Response(status=503)
+            return await self._wedged(request)
         if request.method == "DELETE":
             self.sessions.discard(request.headers.get("Mcp-Session-Id", ""))
             return web.Response(status=200)
@@ -399,34 +365,9 @@ class FakeUpstream:
             return web.json_response(_rpc_error(None, -32700, "Parse error"), status=400)
         if not isinstance(message, dict):
             return web.json_response(_rpc_error(None, -32600, "Invalid Request"), status=400)
-        method = message.get("method")
-        id_ = message.get("id")
+        if message.get("method") == "initialize":
+            return self._initialize(message.get("id"))
         session = request.headers.get("Mcp-Session-Id")
-        if method == "initialize" and self.behaviour == "tasks":
-            self.initializes += 1
-            session = uuid.uuid4().hex
-            self.sessions.add(session)
-            result = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": TASKS_CAPABILITIES,
-                "serverInfo": {"name": "fake-tasks", "version": "0"},
-            }
-            return web.json_response(_rpc_result(id_, result), headers={"Mcp-Session-Id": session})
-        if method == "initialize":
-            self.initializes += 1
-            session = uuid.uuid4().hex
-            self.sessions.add(session)
-            result = {
-                # URL elicitation (and its -32042) exist from 2025-11-25 on.
-                "protocolVersion": "2025-11-25" if self.behaviour == "urlreq" else PROTOCOL_VERSION,
-                "capabilities": NOTIFY_CAPABILITIES
-                if self.behaviour == "notify"
-                else {"tools": {}, "logging": {}}
-                if self.behaviour == "logs"
-                else {"tools": {}},
-                "serverInfo": {"name": f"fake-{self.behaviour}", "version": "0"},
-            }
-            return web.json_response(_rpc_result(id_, result), headers={"Mcp-Session-Id": session})
         if session is None:
             # What a 2025-era SDK server answers to a request outside a session.
             return web.json_response(
@@ -434,11 +375,52 @@ class FakeUpstream:
             )
         if session not in self.sessions:
             return web.json_response(_rpc_error(None, -32001, "Session not found"), status=404)
-        if (
-            self.behaviour == "ask"
-            and method is None
-            and ("result" in message or "error" in message)
-        ):
+        return await self._in_session(request, message)
+
+    async def _wedged(self, request: web.Request) -> web.StreamResponse:
+        """Every request once a call has begun: held until released (a cancellation
+        noted on the way)."""
+        if request.method == "POST":
+            with contextlib.suppress(ValueError):
+                message = json.loads(await request.read())
+                if isinstance(message, dict) and message.get("method") == (
+                    "notifications/cancelled"
+                ):
+                    await self._record_cancel(message)
+        try:
+            await self.released.wait()
+        except asyncio.CancelledError:
+            self.abandoned += 1  # the client gave up on this request (closed it)
+            raise
+        return web.Response(status=503)
+
+    def _initialize(self, id_: Any) -> web.Response:
+        self.initializes += 1
+        session = uuid.uuid4().hex
+        self.sessions.add(session)
+        if self.behaviour == "tasks":
+            capabilities: dict[str, Any] = TASKS_CAPABILITIES
+        elif self.behaviour == "notify":
+            capabilities = NOTIFY_CAPABILITIES
+        elif self.behaviour == "logs":
+            capabilities = {"tools": {}, "logging": {}}
+        else:
+            capabilities = {"tools": {}}
+        # URL elicitation (and its -32042), and tasks, exist from 2025-11-25 on.
+        newest = self.behaviour in ("urlreq", "tasks")
+        result = {
+            "protocolVersion": "2025-11-25" if newest else PROTOCOL_VERSION,
+            "capabilities": capabilities,
+            "serverInfo": {"name": f"fake-{self.behaviour}", "version": "0"},
+        }
+        return web.json_response(_rpc_result(id_, result), headers={"Mcp-Session-Id": session})
+
+    async def _in_session(
+        self, request: web.Request, message: dict[str, Any]
+    ) -> web.StreamResponse:
+        method, id_ = message.get("method"), message.get("id")
+        is_reply = method is None and ("result" in message or "error" in message)
+        if is_reply and self.behaviour in ("ask", "tasks"):
             return await self._response(message)
         if id_ is None:  # a notification
             self.notified.append(str(method))
@@ -449,19 +431,8 @@ class FakeUpstream:
             return web.Response(status=202)
         if method == "ping":
             return web.json_response(_rpc_result(id_, {}))
-        if (
-            self.behaviour == "tasks"
-            and method is None
-            and ("result" in message or "error" in message)
-        ):
-            return await self._response(message)
-        if self.behaviour == "tasks" and method == "tasks/result":
-            task_id = (message.get("params") or {}).get("taskId")
-            found = self.tasks.get(task_id) if isinstance(task_id, str) else None
-            if found is not None and found["status"] == "input_required":
-                return await self._task_input(request, id_, str(task_id))
         if self.behaviour == "tasks":
-            return web.json_response(self._tasks_request(id_, str(method), message))
+            return await self._tasks_request(request, id_, str(method), message)
         if method == "logging/setLevel" and self.behaviour == "logs":
             self.levels.append((message.get("params") or {}).get("level"))
             return web.json_response(_rpc_result(id_, {}))
@@ -472,21 +443,7 @@ class FakeUpstream:
             await self._note_subscription(str(method), (message.get("params") or {}).get("uri"))
             return web.json_response(_rpc_result(id_, {}))
         if method == "tools/list":
-            self.lists += 1
-            tool = {
-                "name": "echo",
-                "description": "Echo text",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-            }
-            tools = [tool]
-            if self.behaviour == "flaky":
-                tools += [
-                    {"name": name, "inputSchema": {"type": "object"}, "annotations": hints}
-                    for name, hints in FLAKY_TOOLS.items()
-                ]
-            if self.behaviour == "ask":
-                tools += [{"name": name, "inputSchema": {"type": "object"}} for name in ASK_TOOLS]
-            return web.json_response(_rpc_result(id_, {"tools": tools}))
+            return web.json_response(_rpc_result(id_, {"tools": self._tools()}))
         if method == "tools/call":
             self.calls += 1
             self.call_ids.append(id_)
@@ -496,6 +453,24 @@ class FakeUpstream:
             return await self._call(request, id_, message.get("params") or {})
         self.unknown.append(str(method))
         return web.json_response(_rpc_error(id_, -32601, f"Method not found: {method}"))
+
+    def _tools(self) -> list[dict[str, Any]]:
+        self.lists += 1
+        tools: list[dict[str, Any]] = [
+            {
+                "name": "echo",
+                "description": "Echo text",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            }
+        ]
+        if self.behaviour == "flaky":
+            tools += [
+                {"name": name, "inputSchema": {"type": "object"}, "annotations": hints}
+                for name, hints in FLAKY_TOOLS.items()
+            ]
+        if self.behaviour == "ask":
+            tools += [{"name": name, "inputSchema": {"type": "object"}} for name in ASK_TOOLS]
+        return tools
 
     async def _call(
         self, request: web.Request, id_: Any, params: dict[str, Any]
@@ -568,107 +543,6 @@ class FakeUpstream:
         reset_connection(request)  # the answer is lost on the way
         return stream
 
-    # ----------------------------------------------------------- the `tasks` behaviour
-
-    def finish(self, task_id: str, *, is_error: bool = False) -> None:
-        """End a working task: completed with `done: <text>`, or failed with that
-        text as a tool error result (2025-11-25: a tool error fails the task)."""
-        task = self.tasks[task_id]
-        task["status"] = "failed" if is_error else "completed"
-        text = self.task_results[task_id]["text"]
-        result: dict[str, Any] = {"content": [{"type": "text", "text": f"done: {text}"}]}
-        if is_error:
-            result["isError"] = True
-        self.task_results[task_id] = {"text": text, "result": result}
-
-    async def _task_input(self, request: web.Request, id_: Any, task_id: str) -> web.StreamResponse:
-        """tasks/result of a task that needs input: its question on this stream,
-        tagged with the task, then (answered) the task completes with the answer."""
-        stream = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await stream.prepare(request)
-        params = {**ASK_CONFIRM, "_meta": {RELATED_TASK: {"taskId": task_id}}}
-        try:
-            answer = await self._ask(stream, "elicitation/create", params)
-            if answer is None:  # released at teardown
-                return stream
-            task = self.tasks[task_id]
-            task["status"] = "completed"
-            text = "confirmed: " + _answer_text("elicitation/create", answer)
-            result = {"content": [{"type": "text", "text": text}]}
-            self.task_results[task_id] = {"text": text, "result": result}
-            await self._note(self.results, result)
-            related = {RELATED_TASK: {"taskId": task_id}}
-            await stream.write(_sse(_rpc_result(id_, {**result, "_meta": related})))
-        except (ConnectionError, RuntimeError):
-            pass  # the gateway went away
-        return stream
-
-    def _tasks_request(self, id_: Any, method: str, message: dict[str, Any]) -> dict[str, Any]:
-        params = message.get("params") or {}
-        if method == "tools/list":
-            tools: list[dict[str, Any]] = [
-                {
-                    "name": "echo",
-                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                }
-            ]
-            tools += [
-                {
-                    "name": name,
-                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                    "execution": {"taskSupport": support},
-                }
-                for name, support in TASK_TOOLS.items()
-            ]
-            return _rpc_result(id_, {"tools": tools})
-        if method == "tools/call":
-            self.calls += 1
-            self.task_params.append(params)
-            text = str((params.get("arguments") or {}).get("text", ""))
-            if "task" not in params:
-                if TASK_TOOLS.get(str(params.get("name"))) == "required":
-                    return _rpc_error(id_, -32601, "this tool runs only as a task")
-                return _rpc_result(id_, {"content": [{"type": "text", "text": f"echo: {text}"}]})
-            task_id = f"task-{len(self.tasks) + 1}"
-            task = {
-                "taskId": task_id,
-                "status": "working",
-                "statusMessage": "on it",
-                "createdAt": TASK_TIME,
-                "lastUpdatedAt": TASK_TIME,
-                "ttl": 60000,
-                "pollInterval": 250,
-            }
-            if params.get("name") == "confirm":
-                task["status"] = "input_required"
-                task["statusMessage"] = "needs your go-ahead"
-            self.tasks[task_id] = task
-            self.task_results[task_id] = {"text": text}
-            return _rpc_result(id_, {"task": dict(task)})
-        if method not in ("tasks/get", "tasks/result", "tasks/cancel"):
-            return _rpc_error(id_, -32601, f"Method not found: {method}")
-        task_id = params.get("taskId")
-        self.task_requests.append((method, task_id))
-        found = self.tasks.get(task_id) if isinstance(task_id, str) else None
-        if found is None:
-            return _rpc_error(id_, -32602, f"Unknown task: {task_id}")
-        terminal = found["status"] in ("completed", "failed", "cancelled")
-        if method == "tasks/get":
-            return _rpc_result(id_, dict(found))
-        if method == "tasks/cancel":
-            if terminal:
-                return _rpc_error(id_, -32602, "the task is already terminal")
-            found["status"] = "cancelled"
-            return _rpc_result(id_, dict(found))
-        outcome = self.task_results[str(task_id)].get("result")
-        if outcome is None:
-            # A real server blocks until the task ends; the gateway asks only then.
-            return _rpc_error(id_, -32603, "tasks/result before the task ended")
-        related = {RELATED_TASK: {"taskId": task_id}}
-        return _rpc_result(id_, {**outcome, "_meta": related})
-
     # ---------------------------------------------------------- the `notify` behaviour
 
     async def wait_streams(self, count: int, within: float) -> None:
@@ -729,27 +603,6 @@ class FakeUpstream:
 
 
 # ------------------------------------------------------------------ the `ask` behaviour
-
-
-def _refusal(answer: dict[str, Any]) -> bool:
-    result = answer.get("result")
-    if "error" in answer or not isinstance(result, dict):
-        return True
-    return result.get("action") in ("cancel", "decline")
-
-
-def _answer_text(method: str, answer: dict[str, Any]) -> str:
-    result = answer.get("result")
-    if not isinstance(result, dict):
-        return "error"
-    if method == "sampling/createMessage":
-        content = result.get("content")
-        return str(content.get("text")) if isinstance(content, dict) else "?"
-    if result.get("action") != "accept":
-        return str(result.get("action"))
-    content = result.get("content")
-    values = content.values() if isinstance(content, dict) else ()
-    return " ".join(str(v) for v in values)
 
 
 async def _main(behaviour: str, port: int) -> None:

@@ -93,7 +93,7 @@ async def test_gateway_check_exit_codes(dead_url: str) -> None:
         good = await _check("--route", f"/good={fake.url}", "--reach")
         assert good.returncode == 0, good.stderr
         assert good.stdout.startswith("ok   /good  "), good.stdout
-        assert ": http 20" in good.stdout, good.stdout  # transport= says it so
+        assert ", http 20" in good.stdout, good.stdout  # as transport= says it
         both = ("--route", f"/good={fake.url}", "--route", f"/down={dead_url}")
         bad = await _check(*both, "--reach")
         assert bad.returncode == 1, bad.stderr
