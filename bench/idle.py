@@ -425,32 +425,39 @@ def render(report: dict[str, Any]) -> str:
         )
     lines.append("")
     for row in report["rows"]:
-        lines.append(f"{row['kind']:<12} {row['label']}")
-        if "children_open" in row:
-            lines.append(
-                f"{'':<12} children open {row['children_open']}, after the end "
-                f"{row['children_end']}; {row['child_rss_kib']} KiB RSS per child"
-            )
-        if row["gauge"]:
-            back = row["gauge_back_s"]
-            lines.append(
-                f"{'':<12} {row['gauge']}: {row['gauge_start']:.0f} at the start, "
-                f"{row['gauge_open']:.0f} open, {row['gauge_after_idle']:.0f} after the idle "
-                f"window, {row['gauge_end']:.0f} at the end ("
-                + (f"back {back:.1f} s after the end began)" if back is not None else "not back)")
-            )
-        for title, key in (
-            ("grown while open", "top_allocations"),
-            ("left after the end and a gc", "left_after_end"),
-            (
-                "what the gc found after the end (cyclic garbage: objects, type)",
-                "cyclic_garbage_at_end",
-            ),
-        ):
-            if key in row:
-                lines.append(f"{'':<12} {title}:")
-                lines += [f"{'':<14}{line}" for line in row[key]]
+        lines += _details(row)
     return "\n".join(lines)
+
+
+def _details(row: dict[str, Any]) -> list[str]:
+    """A kind's label, its children and gauge, and its allocations (when profiled)."""
+    lines: list[str] = []
+    lines.append(f"{row['kind']:<12} {row['label']}")
+    if "children_open" in row:
+        lines.append(
+            f"{'':<12} children open {row['children_open']}, after the end "
+            f"{row['children_end']}; {row['child_rss_kib']} KiB RSS per child"
+        )
+    if row["gauge"]:
+        back = row["gauge_back_s"]
+        lines.append(
+            f"{'':<12} {row['gauge']}: {row['gauge_start']:.0f} at the start, "
+            f"{row['gauge_open']:.0f} open, {row['gauge_after_idle']:.0f} after the idle "
+            f"window, {row['gauge_end']:.0f} at the end ("
+            + (f"back {back:.1f} s after the end began)" if back is not None else "not back)")
+        )
+    for title, key in (
+        ("grown while open", "top_allocations"),
+        ("left after the end and a gc", "left_after_end"),
+        (
+            "what the gc found after the end (cyclic garbage: objects, type)",
+            "cyclic_garbage_at_end",
+        ),
+    ):
+        if key in row:
+            lines.append(f"{'':<12} {title}:")
+            lines += [f"{'':<14}{line}" for line in row[key]]
+    return lines
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

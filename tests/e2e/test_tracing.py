@@ -197,28 +197,8 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
 ) -> None:
     upstream = await demo.start()
     gw = await traced_gateway(f"/mcp={upstream}")
-    url = gw.url()
     trace_id, first, second = secrets.token_hex(16), secrets.token_hex(8), secrets.token_hex(8)
-    headers = {**modern_headers("tools/call", "greet_me"), "Authorization": TOKEN}
-
-    # Request 1 carries the client's context in the HTTP header: input_required.
-    asked = await post(
-        http,
-        url,
-        modern_call("greet_me", {}, ELICIT, id_=1),
-        {**headers, "traceparent": traceparent(trace_id, first)},
-    )
-    requests, state = input_required(asked)
-    (key,) = requests
-    # Request 2, the retry, with the client's next span in the same trace.
-    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
-    done = await post(
-        http,
-        url,
-        modern_call("greet_me", {}, ELICIT, id_=2, responses=answer, state=state),
-        {**headers, "traceparent": traceparent(trace_id, second)},
-    )
-    assert text_of(done.result) == "Hello, Ada!"
+    await _elicitation_round(http, gw.url(), trace_id, first, second)
 
     def complete(spans: list[Span]) -> bool:
         s1 = by_parent(spans, first, "SERVER")
@@ -247,6 +227,38 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
         )
     )
 
+    _assert_server_spans(s1, s2)
+    _assert_client_span(c1, demo, spans, trace_id)
+    await _assert_logs_and_exemplar(http, gw, trace_id, s1, s2)
+
+
+async def _elicitation_round(
+    http: aiohttp.ClientSession, url: str, trace_id: str, first: str, second: str
+) -> None:
+    """greet_me as a 2026-07-28 client, both requests in the client's trace."""
+    headers = {**modern_headers("tools/call", "greet_me"), "Authorization": TOKEN}
+
+    # Request 1 carries the client's context in the HTTP header: input_required.
+    asked = await post(
+        http,
+        url,
+        modern_call("greet_me", {}, ELICIT, id_=1),
+        {**headers, "traceparent": traceparent(trace_id, first)},
+    )
+    requests, state = input_required(asked)
+    (key,) = requests
+    # Request 2, the retry, with the client's next span in the same trace.
+    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+    done = await post(
+        http,
+        url,
+        modern_call("greet_me", {}, ELICIT, id_=2, responses=answer, state=state),
+        {**headers, "traceparent": traceparent(trace_id, second)},
+    )
+    assert text_of(done.result) == "Hello, Ada!"
+
+
+def _assert_server_spans(s1: Span, s2: Span) -> None:
     # The server spans: named, attributed, one per request; the round's events.
     for span, request_id in ((s1, "1"), (s2, "2")):
         assert span.name == "tools/call greet_me" and span.service == "gateway-under-test"
@@ -265,6 +277,8 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
         (s1.span_id, {"gateway.link": "first_request"})
     ]
 
+
+def _assert_client_span(c1: Span, demo: RecordingDemo, spans: list[Span], trace_id: str) -> None:
     # The client span: the upstream's revision and session, the question asked and
     # answered while the call was parked, its outcome.
     assert_semconv(
@@ -286,6 +300,10 @@ async def test_a_cross_era_elicitation_round_is_one_trace(
     assert parent_of(called["header"]) == (trace_id, c1.span_id), called
     assert parent_of(called["meta"]) == (trace_id, c1.span_id), called
 
+
+async def _assert_logs_and_exemplar(
+    http: aiohttp.ClientSession, gw: Any, trace_id: str, s1: Span, s2: Span
+) -> None:
     # Every log line of the calls carries the trace, and the span it was written in.
     calls = [json.loads(line) for line in gw.log().splitlines() if '"event": "call"' in line]
     assert [(c["trace_id"], c["span_id"]) for c in calls] == [

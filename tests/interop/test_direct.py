@@ -61,7 +61,17 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     connect = result(out, "connect")
     assert connect["protocolVersion"] == revision
     assert out["sdk"] == client.sdk
+    _check_tools(out, server)
+    _check_calls(out, server)
+    _check_resources(out)
+    _check_prompts(out)
+    unknown = out["steps"]["unknown_method"]
+    assert "error" in unknown, unknown
+    version = server.sdk.split()[-1]
+    assert unknown["error"]["code"] == UNKNOWN_METHOD_CODE[version], unknown
 
+
+def _check_tools(out: dict[str, Any], server: Peer) -> None:
     tools = {t["name"]: t for t in result(out, "tools_list")["tools"]}
     expected_tools = set(BASE_TOOLS)
     if "elicitation" in server.capabilities:
@@ -75,6 +85,8 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     else:
         assert "outputSchema" not in tools["add"]
 
+
+def _check_calls(out: dict[str, Any], server: Peer) -> None:
     echo = result(out, "call_echo")
     assert texts(echo) == ["echo: hi"]
     assert echo.get("isError", False) is False
@@ -99,6 +111,8 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     assert fail["isError"] is True
     assert texts(fail) == ["this tool always fails"]
 
+
+def _check_resources(out: dict[str, Any]) -> None:
     uris = result(out, "resources_list")
     assert len(uris) == len(EXPECTED_URIS), uris  # every page followed, nothing twice
     assert set(uris) == EXPECTED_URIS
@@ -117,6 +131,8 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     item = result(out, "read_template")["contents"]
     assert [(c["uri"], c["text"]) for c in item] == [("demo://items/42", "item 42")]
 
+
+def _check_prompts(out: dict[str, Any]) -> None:
     prompts = result(out, "prompts_list")["prompts"]
     assert [p["name"] for p in prompts] == ["greet"]
     assert [(a["name"], a.get("required")) for a in prompts[0]["arguments"]] == [("name", True)]
@@ -126,11 +142,6 @@ def check_basic(out: dict[str, Any], client: Peer, server: Peer) -> None:
     ]
 
     assert result(out, "complete")["completion"]["values"] == ["alice"]
-
-    unknown = out["steps"]["unknown_method"]
-    assert "error" in unknown, unknown
-    version = server.sdk.split()[-1]
-    assert unknown["error"]["code"] == UNKNOWN_METHOD_CODE[version], unknown
 
 
 def check_interactive(out: dict[str, Any], client: Peer, server: Peer) -> None:

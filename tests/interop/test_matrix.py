@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -89,73 +89,10 @@ def texts(call: dict[str, Any]) -> list[str]:
 
 def check_cell(out: dict[str, Any], client_rev: str, server: Peer) -> dict[str, str]:
     """Every step's verdict: "ok" or what was wrong."""
-    verdicts: dict[str, str] = {}
     steps = out.get("steps", {})
     structured = client_rev >= "2025-06-18" and "structured_output" in server.capabilities
-
-    def step(name: str, check: Any) -> None:
-        entry = steps.get(name)
-        if entry is None:
-            verdicts[name] = "missing"
-            return
-        if "result" not in entry:
-            verdicts[name] = f"error: {entry.get('error')}"
-            return
-        try:
-            check(entry["result"])
-        except AssertionError as exc:
-            verdicts[name] = f"wrong: {exc}"[:300]
-        else:
-            verdicts[name] = "ok"
-
-    def connect(r: dict[str, Any]) -> None:
-        assert r.get("protocolVersion") in (client_rev, None), r
-
-    def tools(r: dict[str, Any]) -> None:
-        by_name = {t["name"]: t for t in r["tools"]}
-        assert set(by_name) >= BASE_TOOLS, sorted(by_name)
-        assert by_name["add"]["inputSchema"]["properties"]["a"]["type"] == "integer"
-        assert ("outputSchema" in by_name["add"]) == structured, by_name["add"]
-
-    def add(r: dict[str, Any]) -> None:
-        assert "5" in texts(r) or '{"sum":5}' in texts(r), r
-        if structured:
-            assert r["structuredContent"] == {"sum": 5}, r
-        else:
-            assert "structuredContent" not in r, r
-
-    def image(r: dict[str, Any]) -> None:
-        block = r["content"][0]
-        assert block["type"] == "image" and block["mimeType"] == "image/png", block
-        assert base64.b64decode(block["data"]).startswith(b"\x89PNG"), block
-
-    def binary(r: dict[str, Any]) -> None:
-        (content,) = r["contents"]
-        assert base64.b64decode(content["blob"]) == bytes(range(16)), content
-
-    step("connect", connect)
-    step("tools_list", tools)
-    step("call_echo", lambda r: _eq(texts(r), ["echo: hi"]))
-    step("call_add", add)
-    step("call_add_invalid", lambda r: _eq(r.get("isError"), True))
-    step("call_image", image)
-    step(
-        "call_fail", lambda r: _eq((r.get("isError"), texts(r)), (True, ["this tool always fails"]))
-    )
-    step("resources_list", lambda r: _eq(set(r), EXPECTED_URIS))
-    step("read_text", lambda r: _eq([c["text"] for c in r["contents"]], ["hello resource"]))
-    step("read_binary", binary)
-    step(
-        "templates_list",
-        lambda r: _eq([t["uriTemplate"] for t in r["resourceTemplates"]], ["demo://items/{id}"]),
-    )
-    step("read_template", lambda r: _eq([c["text"] for c in r["contents"]], ["item 42"]))
-    step("prompts_list", lambda r: _eq([p["name"] for p in r["prompts"]], ["greet"]))
-    step(
-        "get_greet",
-        lambda r: _eq([m["content"].get("text") for m in r["messages"]], ["Hello, Ada!"]),
-    )
-    step("complete", lambda r: _eq(r["completion"]["values"], ["alice"]))
+    checks = _step_checks(client_rev, structured)
+    verdicts = {name: _verdict(steps.get(name), check) for name, check in checks.items()}
     # The upstream's own answer to an unknown method, relayed: not a timeout, a dropped
     # client connection or some other error.
     unknown = steps.get("unknown_method", {})
@@ -166,8 +103,76 @@ def check_cell(out: dict[str, Any], client_rev: str, server: Peer) -> dict[str, 
     return verdicts
 
 
-def _eq(actual: Any, expected: Any) -> None:
-    assert actual == expected, f"{actual!r} != {expected!r}"
+def _verdict(entry: dict[str, Any] | None, check: Callable[[dict[str, Any]], None]) -> str:
+    if entry is None:
+        return "missing"
+    if "result" not in entry:
+        return f"error: {entry.get('error')}"
+    try:
+        check(entry["result"])
+    except AssertionError as exc:
+        return f"wrong: {exc}"[:300]
+    return "ok"
+
+
+FAILS = "this tool always fails"
+
+
+def _step_checks(client_rev: str, structured: bool) -> dict[str, Callable[[Any], None]]:
+    """What each step's result must be, for a client of ``client_rev``."""
+    return {
+        "connect": lambda r: _eq(r.get("protocolVersion") in (client_rev, None), True, r),
+        "tools_list": lambda r: _tools(r, structured),
+        "call_echo": lambda r: _eq(texts(r), ["echo: hi"]),
+        "call_add": lambda r: _add(r, structured),
+        "call_add_invalid": lambda r: _eq(r.get("isError"), True),
+        "call_image": _image,
+        "call_fail": lambda r: _eq(
+            (r.get("isError"), texts(r)), (True, ["this tool always fails"])
+        ),
+        "resources_list": lambda r: _eq(set(r), EXPECTED_URIS),
+        "read_text": lambda r: _eq([c["text"] for c in r["contents"]], ["hello resource"]),
+        "read_binary": _binary,
+        "templates_list": lambda r: _eq(
+            [t["uriTemplate"] for t in r["resourceTemplates"]], ["demo://items/{id}"]
+        ),
+        "read_template": lambda r: _eq([c["text"] for c in r["contents"]], ["item 42"]),
+        "prompts_list": lambda r: _eq([p["name"] for p in r["prompts"]], ["greet"]),
+        "get_greet": lambda r: _eq(
+            [m["content"].get("text") for m in r["messages"]], ["Hello, Ada!"]
+        ),
+        "complete": lambda r: _eq(r["completion"]["values"], ["alice"]),
+    }
+
+
+def _tools(r: dict[str, Any], structured: bool) -> None:
+    by_name = {t["name"]: t for t in r["tools"]}
+    assert set(by_name) >= BASE_TOOLS, sorted(by_name)
+    assert by_name["add"]["inputSchema"]["properties"]["a"]["type"] == "integer"
+    assert ("outputSchema" in by_name["add"]) == structured, by_name["add"]
+
+
+def _add(r: dict[str, Any], structured: bool) -> None:
+    assert "5" in texts(r) or '{"sum":5}' in texts(r), r
+    if structured:
+        assert r["structuredContent"] == {"sum": 5}, r
+    else:
+        assert "structuredContent" not in r, r
+
+
+def _image(r: dict[str, Any]) -> None:
+    block = r["content"][0]
+    assert block["type"] == "image" and block["mimeType"] == "image/png", block
+    assert base64.b64decode(block["data"]).startswith(b"\x89PNG"), block
+
+
+def _binary(r: dict[str, Any]) -> None:
+    (content,) = r["contents"]
+    assert base64.b64decode(content["blob"]) == bytes(range(16)), content
+
+
+def _eq(actual: Any, expected: Any, shown: Any = None) -> None:
+    assert actual == expected, shown if shown is not None else f"{actual!r} != {expected!r}"
 
 
 def _record(client_rev: str, server_rev: str, verdicts: dict[str, str]) -> None:

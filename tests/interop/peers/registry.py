@@ -138,70 +138,67 @@ def _speaks(revision: str) -> tuple[str, ...]:
     return tuple(reversed(_HANDSHAKE[: _HANDSHAKE.index(revision) + 1]))
 
 
+def _python_caps(revision: str, version: str) -> set[str]:
+    """What a pinned Python SDK's peers can do (its revision and major version say)."""
+    v2 = version.split(".")[0] == "2"
+    caps = {"tools", "resources", "prompts", "completions", "logging", "sampling", "roots"}
+    caps.add("progress")
+    if revision >= "2025-03-26":
+        caps.add("progress_message")
+    if revision >= "2025-06-18":
+        caps |= {"elicitation", "structured_output"}
+    if not v2 and version != "1.7.1":
+        caps.add("pagination")
+    if not v2:
+        # The conformance suite's `test_missing_capability` tool (asks sampling).
+        caps.add("missing_capability_tool")
+    return caps
+
+
 def _python_peers() -> list[Peer]:
     out: list[Peer] = []
     for revision, version in PYTHON_PINS.items():
         interpreter = str(PEERS_DIR / f"py-{version}" / "bin" / "python")
-        major = version.split(".")[0]
-        v2 = major == "2"
+        v2 = version.split(".")[0] == "2"
         transports: tuple[Transport, ...] = (
             ("sse", "stdio") if version == "1.7.1" else ("streamable-http", "sse", "stdio")
         )
-        caps = {"tools", "resources", "prompts", "completions", "logging", "sampling", "roots"}
-        caps.add("progress")
-        if revision >= "2025-03-26":
-            caps.add("progress_message")
-        if revision >= "2025-06-18":
-            caps |= {"elicitation", "structured_output"}
-        if not v2 and version != "1.7.1":
-            caps.add("pagination")
-        if not v2:
-            # The conformance suite's `test_missing_capability` tool (asks sampling).
-            caps.add("missing_capability_tool")
-        server = "server_v2.py" if v2 else "server_v1.py"
-        client = "client_v2.py" if v2 else "client_v1.py"
-        out.append(
-            Peer(
-                name=f"python-{version}-server",
-                sdk=f"python-mcp {version}",
-                revision=revision,
-                role="server",
-                transports=transports,
-                argv=(interpreter, str(PY_DIR / server)),
-                capabilities=frozenset(caps),
-                revisions=_speaks(revision),
+        caps = frozenset(_python_caps(revision, version))
+        for role, program in (("server", "server"), ("client", "client")):
+            script = f"{program}_v2.py" if v2 else f"{program}_v1.py"
+            out.append(
+                Peer(
+                    name=f"python-{version}-{role}",
+                    sdk=f"python-mcp {version}",
+                    revision=revision,
+                    role=role,
+                    transports=transports,
+                    argv=(interpreter, str(PY_DIR / script)),
+                    capabilities=caps,
+                    revisions=_speaks(revision) if role == "server" else (),
+                )
             )
-        )
-        out.append(
-            Peer(
-                name=f"python-{version}-client",
-                sdk=f"python-mcp {version}",
-                revision=revision,
-                role="client",
-                transports=transports,
-                argv=(interpreter, str(PY_DIR / client)),
-                capabilities=frozenset(caps),
-            )
-        )
-    # The 2.x client can also speak the handshake era: `Client(mode="legacy")` offers
-    # 2025-11-25 (the only handshake version it offers).
-    v2 = PYTHON_PINS["2026-07-28"]
-    out.append(
-        Peer(
-            name=f"python-{v2}-client-legacy",
-            sdk=f"python-mcp {v2}",
-            revision="2025-11-25",
-            role="client",
-            transports=("streamable-http", "sse", "stdio"),
-            argv=(str(PEERS_DIR / f"py-{v2}" / "bin" / "python"), str(PY_DIR / "client_v2.py")),
-            extra_args=("--mode", "legacy"),
-            capabilities=frozenset(
-                {"tools", "resources", "prompts", "completions", "logging", "sampling", "roots"}
-                | {"progress", "progress_message", "elicitation", "structured_output"}
-            ),
-        )
-    )
+    out.append(_python_legacy_client())
     return out
+
+
+def _python_legacy_client() -> Peer:
+    """The 2.x client can also speak the handshake era: `Client(mode="legacy")` offers
+    2025-11-25 (the only handshake version it offers)."""
+    v2 = PYTHON_PINS["2026-07-28"]
+    return Peer(
+        name=f"python-{v2}-client-legacy",
+        sdk=f"python-mcp {v2}",
+        revision="2025-11-25",
+        role="client",
+        transports=("streamable-http", "sse", "stdio"),
+        argv=(str(PEERS_DIR / f"py-{v2}" / "bin" / "python"), str(PY_DIR / "client_v2.py")),
+        extra_args=("--mode", "legacy"),
+        capabilities=frozenset(
+            {"tools", "resources", "prompts", "completions", "logging", "sampling", "roots"}
+            | {"progress", "progress_message", "elicitation", "structured_output"}
+        ),
+    )
 
 
 # --- Peers registered by other languages (JSON) ------------------------------------------

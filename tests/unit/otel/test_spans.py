@@ -274,6 +274,24 @@ class Channel:
     session_id: str | None = "upstream-session"
 
 
+# What the client span of a tools/call the upstream refused (-32601) carries.
+CLIENT_SPAN_OF_A_REFUSED_CALL = {
+    names.METHOD: "tools/call",
+    names.REQUEST_ID: "12",
+    names.OPERATION_NAME: "execute_tool",
+    names.TOOL_NAME: "greet_me",
+    names.PROTOCOL_VERSION: "2025-11-25",
+    names.CLIENT_REVISION: "2026-07-28",
+    names.ROUTE: "/mcp",
+    names.PRINCIPAL: "p-digest",
+    names.NETWORK_TRANSPORT: "pipe",
+    names.SESSION_ID: names.session_digest("upstream-session"),
+    names.OUTCOME: "unknown_method",
+    names.ERROR_TYPE: "-32601",
+    names.STATUS_CODE: "-32601",
+}
+
+
 async def test_upstream_the_client_span_replaces_the_clients_context(
     recorded: tuple[Spans, InMemorySpanExporter],
 ) -> None:
@@ -318,21 +336,7 @@ async def test_upstream_the_client_span_replaces_the_clients_context(
     assert seen["current"] == done.context
     assert seen["logged"]["span_id"] == f"{done.context.span_id:016x}"
     assert done.kind is trace.SpanKind.CLIENT and done.name == "tools/call greet_me"
-    assert dict(done.attributes or {}) == {
-        names.METHOD: "tools/call",
-        names.REQUEST_ID: "12",
-        names.OPERATION_NAME: "execute_tool",
-        names.TOOL_NAME: "greet_me",
-        names.PROTOCOL_VERSION: "2025-11-25",
-        names.CLIENT_REVISION: "2026-07-28",
-        names.ROUTE: "/mcp",
-        names.PRINCIPAL: "p-digest",
-        names.NETWORK_TRANSPORT: "pipe",
-        names.SESSION_ID: names.session_digest("upstream-session"),
-        names.OUTCOME: "unknown_method",
-        names.ERROR_TYPE: "-32601",
-        names.STATUS_CODE: "-32601",
-    }
+    assert dict(done.attributes or {}) == CLIENT_SPAN_OF_A_REFUSED_CALL
     assert done.status.status_code is trace.StatusCode.ERROR
     assert [e.name for e in done.events] == [names.ASKED, names.ANSWERED]
     assert dict(done.events[1].attributes or {})[names.ANSWER] == "decline"

@@ -163,12 +163,8 @@ async def run_roots(args, rec: Recorder) -> None:
         )
 
 
-async def run(args, rec: Recorder) -> None:
-    if args.scenario == "roots":
-        await run_roots(args, rec)
-        return
-    interactive = args.scenario == "interactive"
-    cb = Interactive()
+def session_options(interactive: bool, cb: Interactive) -> dict[str, Any]:
+    """The callbacks this SDK version takes, for the interactive scenario."""
     kwargs: dict[str, Any] = {}
     if interactive:
         kwargs.update(
@@ -180,77 +176,100 @@ async def run(args, rec: Recorder) -> None:
             kwargs["elicitation_callback"] = cb.elicit
         if not _accepts(ClientSession.call_tool, "progress_callback"):
             kwargs["message_handler"] = cb.message_handler
+    return kwargs
 
+
+async def run(args, rec: Recorder) -> None:
+    if args.scenario == "roots":
+        await run_roots(args, rec)
+        return
+    interactive = args.scenario == "interactive"
+    cb = Interactive()
+    kwargs = session_options(interactive, cb)
     async with open_streams(args) as (read, write), ClientSession(read, write, **kwargs) as session:
         init = await rec.step("connect", session.initialize)
         if init is None:
             return
         rec.out["protocolVersion"] = str(init.protocolVersion)
-
-        async def tools_list():
-            return {
-                "tools": await list_all(
-                    session, "list_tools", types.ListToolsRequest, "tools/list", "tools"
-                )
-            }
-
-        await rec.step("tools_list", tools_list)
-        await rec.step("call_echo", lambda: session.call_tool("echo", {"text": "hi"}))
-        await rec.step("call_add", lambda: session.call_tool("add", {"a": 2, "b": 3}))
-        await rec.step("call_add_invalid", lambda: session.call_tool("add", {"a": "two", "b": 3}))
-        await rec.step("call_image", lambda: session.call_tool("image", {}))
-        await rec.step("call_fail", lambda: session.call_tool("fail", {}))
-
-        async def resources_list():
-            found = await list_all(
-                session, "list_resources", types.ListResourcesRequest, "resources/list", "resources"
-            )
-            return [str(r.uri) for r in found]
-
-        await rec.step("resources_list", resources_list)
-        await rec.step("read_text", lambda: session.read_resource("demo://text"))
-        await rec.step("read_binary", lambda: session.read_resource("demo://binary"))
-
-        async def templates_list():
-            found = await list_all(
-                session,
-                "list_resource_templates",
-                types.ListResourceTemplatesRequest,
-                "resources/templates/list",
-                "resourceTemplates",
-            )
-            return {"resourceTemplates": plain(found)}
-
-        await rec.step("templates_list", templates_list)
-        await rec.step("read_template", lambda: session.read_resource("demo://items/42"))
-
-        async def prompts_list():
-            found = await list_all(
-                session, "list_prompts", types.ListPromptsRequest, "prompts/list", "prompts"
-            )
-            return {"prompts": plain(found)}
-
-        await rec.step("prompts_list", prompts_list)
-        await rec.step("get_greet", lambda: session.get_prompt("greet", {"name": "Ada"}))
-        await rec.step(
-            "complete",
-            lambda: session.complete(
-                types.PromptReference(type="ref/prompt", name="greet"),
-                {"name": "name", "value": "a"},
-            ),
-        )
-
+        await basic_steps(session, rec)
         if interactive:
             await interactive_steps(session, rec, cb)
+        await unknown_method_step(session, rec)
 
-        # Last: an SDK that cannot answer an unknown method may drop the connection.
-        async def unknown_method():
-            request = types.Request[types.RequestParams | None, str](
-                method="nonexistent/method", params=None
+
+async def basic_steps(session: ClientSession, rec: Recorder) -> None:
+    """Tools, resources, templates, prompts and completion: every step's result."""
+
+    async def tools_list():
+        return {
+            "tools": await list_all(
+                session, "list_tools", types.ListToolsRequest, "tools/list", "tools"
             )
-            return await session.send_request(request, types.EmptyResult)
+        }
 
-        await rec.step("unknown_method", unknown_method, UNKNOWN_METHOD_TIMEOUT)
+    await rec.step("tools_list", tools_list)
+    await rec.step("call_echo", lambda: session.call_tool("echo", {"text": "hi"}))
+    await rec.step("call_add", lambda: session.call_tool("add", {"a": 2, "b": 3}))
+    await rec.step("call_add_invalid", lambda: session.call_tool("add", {"a": "two", "b": 3}))
+    await rec.step("call_image", lambda: session.call_tool("image", {}))
+    await rec.step("call_fail", lambda: session.call_tool("fail", {}))
+    await resource_steps(session, rec)
+    await prompt_steps(session, rec)
+
+
+async def resource_steps(session: ClientSession, rec: Recorder) -> None:
+    async def resources_list():
+        found = await list_all(
+            session, "list_resources", types.ListResourcesRequest, "resources/list", "resources"
+        )
+        return [str(r.uri) for r in found]
+
+    await rec.step("resources_list", resources_list)
+    await rec.step("read_text", lambda: session.read_resource("demo://text"))
+    await rec.step("read_binary", lambda: session.read_resource("demo://binary"))
+
+    async def templates_list():
+        found = await list_all(
+            session,
+            "list_resource_templates",
+            types.ListResourceTemplatesRequest,
+            "resources/templates/list",
+            "resourceTemplates",
+        )
+        return {"resourceTemplates": plain(found)}
+
+    await rec.step("templates_list", templates_list)
+    await rec.step("read_template", lambda: session.read_resource("demo://items/42"))
+
+
+async def prompt_steps(session: ClientSession, rec: Recorder) -> None:
+    async def prompts_list():
+        found = await list_all(
+            session, "list_prompts", types.ListPromptsRequest, "prompts/list", "prompts"
+        )
+        return {"prompts": plain(found)}
+
+    await rec.step("prompts_list", prompts_list)
+    await rec.step("get_greet", lambda: session.get_prompt("greet", {"name": "Ada"}))
+    await rec.step(
+        "complete",
+        lambda: session.complete(
+            types.PromptReference(type="ref/prompt", name="greet"),
+            {"name": "name", "value": "a"},
+        ),
+    )
+
+
+async def unknown_method_step(session: ClientSession, rec: Recorder) -> None:
+    """Last: an SDK that cannot answer an unknown method may drop the connection."""
+
+    async def unknown_method():
+        request = types.Request[types.RequestParams | None, str](
+            method="nonexistent/method", params=None
+        )
+        return await session.send_request(request, types.EmptyResult)
+
+    await rec.step("unknown_method", unknown_method, UNKNOWN_METHOD_TIMEOUT)
 
 
 async def interactive_steps(session: ClientSession, rec: Recorder, cb: Interactive) -> None:

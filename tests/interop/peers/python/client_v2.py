@@ -171,7 +171,20 @@ async def scenario(client: Client, rec: Recorder, cb: Interactive, interactive: 
 
     await rec.step("templates_list", templates_list)
     await rec.step("read_template", lambda: client.read_resource("demo://items/42"))
+    await prompt_steps(client, rec)
+    if interactive:
+        await interactive_steps(client, rec, cb)
 
+    async def unknown_method():
+        request = types.Request[types.RequestParams | None, str](
+            method="nonexistent/method", params=None
+        )
+        return await client.session.send_request(request, types.EmptyResult)
+
+    await rec.step("unknown_method", unknown_method, UNKNOWN_METHOD_TIMEOUT)
+
+
+async def prompt_steps(client: Client, rec: Recorder) -> None:
     async def prompts_list():
         return {"prompts": plain(await list_all(client.list_prompts, "prompts"))}
 
@@ -185,39 +198,28 @@ async def scenario(client: Client, rec: Recorder, cb: Interactive, interactive: 
         ),
     )
 
-    if interactive:
-        await rec.step("call_ask_name", lambda: client.call_tool("ask_name", {}))
-        await rec.step(
-            "call_summarize", lambda: client.call_tool("summarize", {"text": "hello world"})
-        )
-        await rec.step("call_show_roots", lambda: client.call_tool("show_roots", {}))
 
-        # The log level opt-in is a step of its own: a failure shows in the verdicts.
-        # (2026-07-28 has no logging/setLevel: a level is asked per request.)
-        if client.protocol_version not in ("2026-07-28",):
-            await rec.step("set_level", lambda: client.set_logging_level("info"))
+async def interactive_steps(client: Client, rec: Recorder, cb: Interactive) -> None:
+    await rec.step("call_ask_name", lambda: client.call_tool("ask_name", {}))
+    await rec.step("call_summarize", lambda: client.call_tool("summarize", {"text": "hello world"}))
+    await rec.step("call_show_roots", lambda: client.call_tool("show_roots", {}))
 
-        async def call_progress():
-            result = await client.call_tool(
-                "progress", {"steps": 3}, progress_callback=cb.on_progress
-            )
-            # Notifications may be delivered just after the response: wait, bounded.
-            with anyio.move_on_after(2):
-                await cb.seen.wait()
-            data = plain(result)
-            data["progress"] = list(cb.progress)
-            data["logs"] = list(cb.logs)
-            return data
+    # The log level opt-in is a step of its own: a failure shows in the verdicts.
+    # (2026-07-28 has no logging/setLevel: a level is asked per request.)
+    if client.protocol_version not in ("2026-07-28",):
+        await rec.step("set_level", lambda: client.set_logging_level("info"))
 
-        await rec.step("call_progress", call_progress)
+    async def call_progress():
+        result = await client.call_tool("progress", {"steps": 3}, progress_callback=cb.on_progress)
+        # Notifications may be delivered just after the response: wait, bounded.
+        with anyio.move_on_after(2):
+            await cb.seen.wait()
+        data = plain(result)
+        data["progress"] = list(cb.progress)
+        data["logs"] = list(cb.logs)
+        return data
 
-    async def unknown_method():
-        request = types.Request[types.RequestParams | None, str](
-            method="nonexistent/method", params=None
-        )
-        return await client.session.send_request(request, types.EmptyResult)
-
-    await rec.step("unknown_method", unknown_method, UNKNOWN_METHOD_TIMEOUT)
+    await rec.step("call_progress", call_progress)
 
 
 def main() -> None:

@@ -107,8 +107,6 @@ async def list_tools(req: types.ListToolsRequest) -> types.ServerResult:
 async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
     name = req.params.name
     args = req.params.arguments or {}
-    ctx = server.request_context
-    session = ctx.session
     if name == "echo":
         return _result([_text(f"echo: {args.get('text')}")])
     if name == "add":
@@ -121,53 +119,69 @@ async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
     if name == "fail":
         return _result([_text("this tool always fails")], is_error=True)
     if name == "ask_name" and HAS_ELICIT:
-        kwargs = {}
-        if _accepts(session.elicit, "related_request_id"):
-            kwargs["related_request_id"] = ctx.request_id
-        answer = await session.elicit(
-            "What is your name?",
-            {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-            **kwargs,
-        )
-        if answer.action == "accept" and answer.content:
-            return _result([_text(f"hello {answer.content.get('name')}")])
-        return _result([_text(f"no name ({answer.action})")])
+        return await _ask_name()
     if name in ("summarize", "test_missing_capability"):
-        kwargs = {}
-        if _accepts(session.create_message, "related_request_id"):
-            kwargs["related_request_id"] = ctx.request_id
-        sampled = await session.create_message(
-            messages=[types.SamplingMessage(role="user", content=_text(str(args.get("text", ""))))],
-            max_tokens=50,
-            **kwargs,
-        )
-        content = sampled.content
-        text = content.text if isinstance(content, types.TextContent) else str(content)
-        return _result([_text(f"summary: {text}")])
+        return await _summarize(args)
     if name == "show_roots":
-        roots = await session.list_roots()
+        roots = await server.request_context.session.list_roots()
         return _result([_text(",".join(str(r.uri) for r in roots.roots))])
     if name == "progress":
-        steps = args.get("steps")
-        if not _is_int(steps):
-            return _result([_text("progress: steps must be an integer")], is_error=True)
-        token = req.params.meta.progressToken if req.params.meta else None
-        progress_kwargs = {}
-        if _accepts(session.send_progress_notification, "related_request_id"):
-            progress_kwargs["related_request_id"] = str(ctx.request_id)
-        log_kwargs = {}
-        if _accepts(session.send_log_message, "related_request_id"):
-            log_kwargs["related_request_id"] = ctx.request_id
-        has_message = _accepts(session.send_progress_notification, "message")
-        for i in range(1, steps + 1):
-            if token is not None:
-                extra = {"message": f"step {i}"} if has_message else {}
-                await session.send_progress_notification(
-                    token, i, float(steps), **extra, **progress_kwargs
-                )
-            await session.send_log_message(level="info", data="working", **log_kwargs)
-        return _result([_text(f"done {steps}")])
+        return await _progress(req, args)
     return _result([_text(f"unknown tool: {name}")], is_error=True)
+
+
+async def _ask_name() -> types.ServerResult:
+    ctx = server.request_context
+    kwargs = {}
+    if _accepts(ctx.session.elicit, "related_request_id"):
+        kwargs["related_request_id"] = ctx.request_id
+    answer = await ctx.session.elicit(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        **kwargs,
+    )
+    if answer.action == "accept" and answer.content:
+        return _result([_text(f"hello {answer.content.get('name')}")])
+    return _result([_text(f"no name ({answer.action})")])
+
+
+async def _summarize(args: dict) -> types.ServerResult:
+    ctx = server.request_context
+    kwargs = {}
+    if _accepts(ctx.session.create_message, "related_request_id"):
+        kwargs["related_request_id"] = ctx.request_id
+    sampled = await ctx.session.create_message(
+        messages=[types.SamplingMessage(role="user", content=_text(str(args.get("text", ""))))],
+        max_tokens=50,
+        **kwargs,
+    )
+    content = sampled.content
+    text = content.text if isinstance(content, types.TextContent) else str(content)
+    return _result([_text(f"summary: {text}")])
+
+
+async def _progress(req: types.CallToolRequest, args: dict) -> types.ServerResult:
+    ctx = server.request_context
+    session = ctx.session
+    steps = args.get("steps")
+    if not _is_int(steps):
+        return _result([_text("progress: steps must be an integer")], is_error=True)
+    token = req.params.meta.progressToken if req.params.meta else None
+    progress_kwargs = {}
+    if _accepts(session.send_progress_notification, "related_request_id"):
+        progress_kwargs["related_request_id"] = str(ctx.request_id)
+    log_kwargs = {}
+    if _accepts(session.send_log_message, "related_request_id"):
+        log_kwargs["related_request_id"] = ctx.request_id
+    has_message = _accepts(session.send_progress_notification, "message")
+    for i in range(1, steps + 1):
+        if token is not None:
+            extra = {"message": f"step {i}"} if has_message else {}
+            await session.send_progress_notification(
+                token, i, float(steps), **extra, **progress_kwargs
+            )
+        await session.send_log_message(level="info", data="working", **log_kwargs)
+    return _result([_text(f"done {steps}")])
 
 
 def _all_resources() -> list[types.Resource]:

@@ -1,0 +1,1 @@
+"""The container check (scripts/container-check), a module per stage."""
