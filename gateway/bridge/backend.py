@@ -8,6 +8,7 @@ upstream link); it never imports the upstream package itself.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shlex
 import time
@@ -191,18 +192,15 @@ class Backend:
         await self.forwarder.close()
 
 
-# Crashes in a row past which a stdio route is not ready (its command keeps exiting).
-CRASH_LOOP = 3
-
-
 def _crash_loop(crashes: Crashes | None) -> dict[str, Any] | None:
     """/readyz's answer for a command that keeps exiting: how often, its back-off,
     and the last lines it wrote to stderr (None: it does not)."""
-    if crashes is None or crashes.failures < CRASH_LOOP:
+    if crashes is None or not crashes.looping:
         return None
     return {
         "ready": False,
         "error": f"its command keeps exiting ({crashes.failures} times in a row)",
-        "next_start_in_s": round(crashes.delay(time.monotonic()), 1),
+        # Rounded up: 0 means a start may go ahead now.
+        "next_start_in_s": math.ceil(crashes.delay(time.monotonic()) * 10) / 10,
         "last_stderr": crashes.last_said(),
     }

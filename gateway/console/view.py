@@ -10,7 +10,7 @@ from typing import Any
 from gateway.config.settings import RouteSpec
 from gateway.observability import Metrics
 from gateway.transport.route import Route
-from gateway.upstream.diagnosis import diagnose
+from gateway.upstream.diagnosis import explained
 
 __all__ = ["RoutesView"]
 
@@ -92,26 +92,11 @@ class RoutesView:
 async def _checked(route: Route) -> dict[str, Any]:
     """The route's health check, each failure said as the start-up line says it: a
     reason and a hint, not the error's raw text (which stays in the log)."""
-    verdict = dict(await route.backend.ready(HEALTH_WITHIN))
-    targets = route.backend.targets
-    settings = route.backend.link.settings
-    if "last_stderr" in verdict:  # a command that keeps exiting: what it said
-        said = verdict.pop("last_stderr") or []
-        verdict["reason"] = verdict.pop("error")
-        verdict["hint"] = (
-            f"its last stderr line: {said[-1]}" if said else "run the command by hand to see why"
-        )
-    elif not verdict.get("ready") and "error" in verdict and "targets" not in verdict:
-        verdict["reason"], verdict["hint"] = await diagnose(
-            str(verdict.pop("error")), settings, rerun=False
-        )
-    for index, row in enumerate(verdict.get("targets", [])):
-        if row.get("reason") and targets is not None:
-            link = targets.links[index]
-            row["reason"], row["hint"] = await diagnose(
-                str(row["reason"]), link.settings, rerun=False
-            )
-    return verdict
+    backend = route.backend
+    targets = backend.targets
+    found = await backend.ready(HEALTH_WITHIN)
+    settings = [link.settings for link in targets.links] if targets is not None else None
+    return await explained(found, backend.link.settings, settings)
 
 
 def _upstream(spec: RouteSpec | None) -> str:

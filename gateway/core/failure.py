@@ -59,6 +59,9 @@ class FailureKind(Enum):
     UPSTREAM_REFUSED = "upstream_refused"
     # A stdio route's command could not be started: waiting will not help.
     UPSTREAM_NOT_STARTED = "upstream_not_started"
+    # The upstream refused the credentials the route itself sets (its 401/403): the
+    # call did not run, and only the route's operator can fix it.
+    UPSTREAM_CREDENTIALS = "upstream_credentials"
     # An answer the gateway cannot use (not MCP, a 4xx without a JSON-RPC error, ...).
     UPSTREAM_PROTOCOL = "upstream_protocol"
     # An upstream JSON-RPC error with no normalized meaning: its code passes through.

@@ -13,6 +13,7 @@ from gateway.observability import Metrics
 from gateway.transport.guard import OriginGuard
 from gateway.transport.http import Endpoint
 from gateway.transport.route import Route
+from gateway.upstream.diagnosis import explained
 
 __all__ = ["OPS_PATHS", "READY_TIMEOUT", "Ops"]
 
@@ -66,8 +67,12 @@ class Ops:
 
 
 async def route_ready(route: Route) -> dict[str, Any]:
-    """Ready: the upstream's era is known and its port still takes connections."""
-    check = await route.backend.ready(READY_TIMEOUT)
+    """Ready: the upstream's era is known and its port still takes connections; when
+    not, why (the error) and what to do (a reason and a hint, as `gateway check`)."""
+    backend = route.backend
+    check = await backend.ready(READY_TIMEOUT)
     if check["ready"]:
         check["sessions"] = len(route.sessions)
-    return check
+    targets = backend.targets
+    settings = [link.settings for link in targets.links] if targets is not None else None
+    return await explained(check, backend.link.settings, settings)

@@ -110,9 +110,11 @@ async def reach(link: UpstreamLink, within: float) -> TargetVerdict:
         found = await asyncio.wait_for(link.ensure("anonymous", {}), within)
     except Failure as failure:
         status = failure.data.get("status") if isinstance(failure.data, dict) else None
-        refused = failure.kind in (FailureKind.UNAUTHORIZED, FailureKind.FORBIDDEN) or (
-            failure.kind is FailureKind.UPSTREAM_REFUSED and status in (401, 403)
-        )
+        refused = failure.kind in (
+            FailureKind.UNAUTHORIZED,
+            FailureKind.FORBIDDEN,
+            FailureKind.UPSTREAM_CREDENTIALS,
+        ) or (failure.kind is FailureKind.UPSTREAM_REFUSED and status in (401, 403))
         if refused and settings.credentials_from:  # the route's own credentials
             source = settings.credentials_from
             verdict.problem = f"the upstream refused the Authorization set by {source}"

@@ -55,6 +55,14 @@ TABLE: dict[FailureKind, UpstreamFailure] = {
         502,
         -32603,
     ),
+    FailureKind.UPSTREAM_CREDENTIALS: UpstreamFailure(
+        "its server refused the credentials the route sets",
+        "it did not run; waiting will not help: the route's operator must fix them",
+        False,
+        None,
+        502,
+        -32603,
+    ),
     FailureKind.UPSTREAM_PROTOCOL: UpstreamFailure(
         "its server's answer could not be used", "", True, None, 200, -32603
     ),
@@ -67,6 +75,7 @@ NAMES = {
     FailureKind.UPSTREAM_REFUSED: "refused by the upstream (its HTTP 5xx)",
     FailureKind.UPSTREAM_DOWN: "every target down",
     FailureKind.UPSTREAM_NOT_STARTED: "could not start (a stdio command)",
+    FailureKind.UPSTREAM_CREDENTIALS: "refused the route's own credentials (its 401/403)",
     FailureKind.UPSTREAM_PROTOCOL: "an answer that cannot be used",
 }
 

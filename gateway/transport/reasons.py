@@ -21,6 +21,8 @@ UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
 # The kinds whose carrier words say something a person can act on (refused, reset,
 # the TLS handshake, a host name), said as what they mean.
 _DETAILED = frozenset({FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST})
+# The kinds whose detail is the upstream's HTTP status.
+_STATUS_SAID = frozenset({FailureKind.UPSTREAM_REFUSED, FailureKind.UPSTREAM_CREDENTIALS})
 # How much of what was wrong with an unusable answer the client is told.
 _SHORT = 240
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
@@ -34,6 +36,7 @@ _MEANINGS = (
     (re.compile(r"refused|Connect call failed|Cannot connect", re.I), "connection refused"),
     (re.compile(r"SSL|TLS|certificate", re.I), "the TLS handshake failed"),
     (re.compile(r"reset", re.I), "the connection was reset"),
+    (re.compile(r"exited with code", re.I), "its process exited"),
     (re.compile(r"closed|disconnected|EOF|Connection lost", re.I), "the connection was closed"),
     (re.compile(r"timed? ?out", re.I), "timed out"),
     (re.compile(r"resolve|Name or service|nodename", re.I), "the host name did not resolve"),
@@ -106,9 +109,7 @@ def _detail(failure: Failure, hidden: Iterable[str]) -> str:
     """What a person can act on beyond the headline: the upstream's HTTP status, or
     what the carrier's (or a library's) words mean; "" when nothing is known."""
     status = failure.data.get("status") if isinstance(failure.data, dict) else None
-    if failure.kind is FailureKind.UPSTREAM_REFUSED and isinstance(status, int):
-        if "credentials" in failure.data:  # the route's own, refused: its operator's to fix
-            return f"HTTP {status} to the credentials the route sets"
+    if failure.kind in _STATUS_SAID and isinstance(status, int):
         return f"HTTP {status}"
     text = without_internals(failure.message, hidden)
     if failure.kind is FailureKind.UPSTREAM_PROTOCOL:  # what was wrong with it, said short

@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import os
 import re
+from typing import Any
 
 from gateway.core.redaction import safe_url, scrub
 from gateway.upstream.settings import UpstreamSettings
 
-__all__ = ["diagnose"]
+__all__ = ["diagnose", "explained"]
 
 # How long a stdio command that failed the probe is watched for its exit code.
 EXIT_WATCH = 2.0
@@ -103,3 +104,32 @@ async def _exit_of(settings: UpstreamSettings) -> tuple[int | None, str]:
         proc.stdin.close()
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     return proc.returncode, (lines[-1].strip()[:200] if lines else "")
+
+
+async def explained(
+    check: dict[str, Any], settings: UpstreamSettings, targets: list[UpstreamSettings] | None
+) -> dict[str, Any]:
+    """A readiness check (``Backend.ready``) with each failure said for its operator
+    as well: a ``reason`` and a ``hint`` beside the ``error``, on the route and on
+    each target (``targets``: the settings of a route's targets, in order)."""
+    check = dict(check)
+    if "last_stderr" in check:  # a command that keeps exiting: what it said
+        said = check["last_stderr"] or []
+        check["reason"] = check["error"]
+        check["hint"] = (
+            f"its last stderr line: {said[-1]}" if said else "run the command by hand to see why"
+        )
+    elif not check.get("ready") and "error" in check and "targets" not in check:
+        check["reason"], check["hint"] = await diagnose(str(check["error"]), settings, rerun=False)
+    rows = []
+    for index, row in enumerate(check.get("targets", [])):
+        row = dict(row)
+        if row.get("reason") and targets is not None and index < len(targets):
+            row["error"] = row["reason"]
+            row["reason"], row["hint"] = await diagnose(
+                str(row["error"]), targets[index], rerun=False
+            )
+        rows.append(row)
+    if rows:
+        check["targets"] = rows
+    return check

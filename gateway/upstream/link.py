@@ -393,9 +393,9 @@ class UpstreamLink:
             return failure
         status = 401 if failure.kind is FailureKind.UNAUTHORIZED else 403
         return Failure(
-            FailureKind.UPSTREAM_REFUSED,
+            FailureKind.UPSTREAM_CREDENTIALS,
             f"the upstream refused the Authorization set by {source} (HTTP {status})",
-            {"status": status, "credentials": source},
+            {"status": status},
         )
 
     async def _handle_legacy(

@@ -9,7 +9,9 @@ and exits 3; a 2026-07-28 client's calls drive the restarts.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 import aiohttp
@@ -26,9 +28,16 @@ async def test_a_crash_looping_command_backs_off_and_says_why(
 ) -> None:
     async with running_gateway(f"/x={COMMAND},timeout=5", tmp_path=tmp_path) as gw:
         for number in range(6):
+            await _until_startable(http, gw.url("/readyz"))
             reply = await call_tool_modern(http, gw.url("/x"), "echo", {}, id_=number)
             assert reply.status in (502, 503), reply.text
             assert FATAL not in reply.text  # the server's words stay in the log
+        # Within the back-off: told at once that its server could not be started (no
+        # advice to wait: waiting will not help).
+        reply = await call_tool_modern(http, gw.url("/x"), "echo", {}, id_=7)
+        assert reply.status == 502, reply.text
+        assert "could not be started" in str(reply.error["message"]), reply.text
+        assert "Retry-After" not in reply.headers and FATAL not in reply.text
         async with http.get(gw.url("/readyz")) as response:
             ready = (await response.json())["routes"]["/x"]
         assert ready["ready"] is False and "keeps exiting" in ready["error"], ready
@@ -41,3 +50,16 @@ async def test_a_crash_looping_command_backs_off_and_says_why(
     assert waits[-1] >= 4 * waits[1] > 0, waits  # doubling, not a steady restart
     broken = [line for line in lines if line["event"] == "route broken"]
     assert broken and FATAL in broken[-1]["hint"] + broken[-1]["reason"], broken
+
+
+async def _until_startable(http: aiohttp.ClientSession, ready_url: str) -> None:
+    """Until the route's back-off is over (/readyz says when the next start may be),
+    bounded: a call then starts a child rather than being refused at once."""
+    deadline = time.monotonic() + 30
+    while True:
+        async with http.get(ready_url) as response:
+            route = (await response.json())["routes"]["/x"]
+        if route.get("next_start_in_s", 0) <= 0:
+            return
+        assert time.monotonic() < deadline, route
+        await asyncio.sleep(0.05)  # polling /readyz, bounded by the deadline

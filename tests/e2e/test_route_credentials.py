@@ -87,7 +87,8 @@ async def test_clients_get_a_gateway_error_not_a_login_challenge(
         assert reply.status == 502, reply.text
         assert "WWW-Authenticate" not in reply.headers
         message = str(reply.message["error"]["message"])
-        assert "HTTP 401 to the credentials the route sets" in message, message
+        assert "refused the credentials the route sets (HTTP 401)" in message, message
+        assert "did not run" in message and "may have run" not in message
         assert "UPSTREAM_AUTH" not in message  # where they come from: the log's to say
         theirs = await call_tool_modern(http, gw.url("/theirs"), "add", {"a": 1, "b": 2})
         assert theirs.status == 401 and "WWW-Authenticate" in theirs.headers, theirs.text

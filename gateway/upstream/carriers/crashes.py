@@ -15,6 +15,9 @@ from collections import deque
 DEFAULT_BACKOFF = 0.1
 DEFAULT_BACKOFF_MAX = 60.0
 STDERR_KEPT = 5  # the last lines kept
+# Crashes in a row from which the command is in a crash loop: not ready, and a call
+# meanwhile is told its server could not be started rather than wait out the back-off.
+LOOP = 3
 
 
 class Crashes:
@@ -41,6 +44,10 @@ class Crashes:
             return 0.0
         backoff = min(self.backoff_initial * 2.0 ** (self.failures - 1), self.backoff_max)
         return max(0.0, backoff - (now - self.last))
+
+    @property
+    def looping(self) -> bool:
+        return self.failures >= LOOP
 
     def said(self, line: str) -> None:
         self.stderr.append(line)

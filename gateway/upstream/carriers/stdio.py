@@ -163,6 +163,10 @@ async def _exited(child: _Child, timeout: float) -> bool:  # noqa: ASYNC109
     return True
 
 
+# The longest back-off a call waits out in a crash loop (a longer one refuses at once).
+BRIEF_WAIT = 0.1
+
+
 class StdioCarrier(Carrier):
     """An MCP server spoken to over its stdin and stdout.
 
@@ -277,6 +281,13 @@ class StdioCarrier(Carrier):
                 return
             epoch = self._epoch
             delay = self.backoff_delay()
+            if delay > BRIEF_WAIT and self.crashes.looping:  # no call kept waiting on it
+                said = self.crashes.last_said()
+                last = f"; its last stderr line: {said[-1]}" if said else ""
+                raise CarrierError(
+                    f"its command keeps exiting ({self.crashes.failures} times in a row){last}",
+                    not_started=True,
+                )
             if delay > 0:
                 self._log.info("restarting the stdio server after a backoff", delay=delay)
                 await asyncio.sleep(delay)
@@ -504,12 +515,14 @@ class StdioCarrier(Carrier):
         child = self._child
         if child is not None and not child.dead:
             return child
+        # Nothing is written to a child that is not there: the request was not sent.
         if child is None:
-            raise CarrierError("the stdio server is not running (call start())")
+            raise CarrierError("the stdio server is not running (call start())", unreached=True)
         raise CarrierError(
             f"{child.error}; a new process is a new session: call start() again"
             if child.error is not None
-            else "the stdio server is not running (call start())"
+            else "the stdio server is not running (call start())",
+            unreached=True,
         )
 
     async def _ready(self) -> _Child:
@@ -522,12 +535,16 @@ class StdioCarrier(Carrier):
         stdin = child.proc.stdin
         assert stdin is not None
         async with self._write_lock:
-            if child.dead:
-                raise CarrierError(str(child.error or "the stdio server is not running"))
+            if child.dead:  # nothing was written: the request was not sent
+                said = str(child.error or "the stdio server is not running")
+                raise CarrierError(said, unreached=True)
             try:
                 stdin.write(data)
+            except (ConnectionError, RuntimeError, OSError) as exc:  # not written
+                raise CarrierError(f"the stdio server is gone: {exc}", unreached=True) from exc
+            try:
                 await stdin.drain()
-            except (ConnectionError, RuntimeError, OSError) as exc:
+            except (ConnectionError, RuntimeError, OSError) as exc:  # written, maybe read
                 raise CarrierError(f"could not write to the stdio server: {exc}") from exc
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:

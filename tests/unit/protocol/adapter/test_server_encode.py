@@ -283,6 +283,7 @@ LEGACY_CODES: dict[FailureKind, int] = {
     FailureKind.UPSTREAM_TIMEOUT: -32603,
     FailureKind.UPSTREAM_REFUSED: -32603,
     FailureKind.UPSTREAM_NOT_STARTED: -32603,
+    FailureKind.UPSTREAM_CREDENTIALS: -32603,
     FailureKind.UPSTREAM_PROTOCOL: -32603,
     FailureKind.UPSTREAM_ERROR: -32603,  # with no upstream code to pass through
 }
@@ -332,6 +333,7 @@ EXPECTED_STATUSES: dict[str, dict[FailureKind, int]] = {
         FailureKind.UPSTREAM_TIMEOUT: 504,
         FailureKind.UPSTREAM_REFUSED: 502,  # the upstream's own 5xx
         FailureKind.UPSTREAM_NOT_STARTED: 502,
+        FailureKind.UPSTREAM_CREDENTIALS: 502,
     },
 }
 FAILURE_CASES = [(v, k) for v in VERSIONS for k in FailureKind]

@@ -452,29 +452,29 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
 async def test_start_waits_a_backoff_that_grows_with_crashes_in_a_row(
     make: Factory, clock: _Clock
 ) -> None:
-    carrier = make("exit-at-start", backoff_initial=0.01, backoff_max=0.04)
-    # The first start does not wait; each crash in a row doubles the wait, up to the max.
-    for waited in ([], [0.01], [0.02], [0.04], [0.04]):
+    carrier = make("exit-at-start", backoff_initial=0.1, backoff_max=0.4)
+    # The first start does not wait; each crash in a row doubles the wait ...
+    for waited in ([], [0.1], [0.2]):
         clock.sleeps.clear()
         await carrier.start()
         assert clock.sleeps == waited
         with pytest.raises(CarrierError, match="exited with code 7"):
             await call(carrier, req(1))
-    assert carrier.restarts == 4 and carrier.generation == 5
-    # Time already spent since the crash counts toward the backoff ...
-    clock.now += 0.03
-    assert carrier.backoff_delay() == pytest.approx(0.01)
+    assert carrier.restarts == 2 and carrier.generation == 3
+    # ... until it is a crash loop: a start within the back-off is refused at once,
+    # saying so (a caller is not kept waiting on a command that keeps exiting).
     clock.sleeps.clear()
+    with pytest.raises(CarrierError, match="keeps exiting \\(3 times in a row\\)") as refused:
+        await carrier.start()
+    assert refused.value.not_started and clock.sleeps == [] and carrier.generation == 3
+    # Once the back-off has passed, start() spawns at once, and the wait doubles on.
+    clock.now += 0.5
+    assert carrier.backoff_delay() == 0.0
     await carrier.start()
-    assert clock.sleeps == [pytest.approx(0.01)]
+    assert clock.sleeps == [] and carrier.generation == 4
     with pytest.raises(CarrierError, match="exited with code 7"):
         await call(carrier, req(1))
-    # ... and once it has all passed, start() spawns at once.
-    clock.now += 0.05
-    assert carrier.backoff_delay() == 0.0
-    clock.sleeps.clear()
-    await carrier.start()
-    assert clock.sleeps == []
+    assert carrier.backoff_delay() == pytest.approx(0.4)  # the max
 
 
 async def test_auto_restart(make: Factory) -> None:
