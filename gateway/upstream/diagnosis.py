@@ -38,7 +38,11 @@ def _diagnose_http(message: str, settings: UpstreamSettings) -> tuple[str, str]:
         return "TLS handshake failed: the port speaks plain HTTP", f"use {plain}"
     if "SSL" in message or "certificate" in message.lower():
         return "TLS handshake failed", "check the server's certificate and the https:// URL"
-    if "refused" in message.lower() or "Connect call failed" in message:
+    if "refused the Authorization set by " in message:  # the route's own credentials
+        source = message.split("refused the Authorization set by ", 1)[1].split(" (", 1)[0]
+        reason = f"the upstream refused the Authorization set by {source}"
+        return reason, f"check the secret in {source.split(' ', 1)[-1]}"
+    if "connection refused" in message.lower() or "Connect call failed" in message:
         return f"nothing is listening at {where}", "start the server, or check the host and port"
     if "Name or service not known" in message or "nodename nor servname" in message:
         return f"cannot resolve {where}", "check the host name"

@@ -79,7 +79,8 @@ def test_a_routes_secrets_are_not_on_its_page(console_env: None, tmp_path: Path)
         assert b"hunter2" not in body and b"s3cret" not in body and b"user" not in body
         assert TOKEN.encode() not in body
         # Its health is the check /readyz makes: nothing listens on port 9.
-        assert b"<td class=health><b>not ready</b>: nothing is listening at 127.0.0.1:9" in body, body
+        said = b"<td class=health><b>not ready</b>: nothing is listening at 127.0.0.1:9"
+        assert said in body, body
 
 
 def test_a_healthy_route_shows_ready(demo_console: tuple[object, str]) -> None:

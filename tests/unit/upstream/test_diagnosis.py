@@ -51,3 +51,13 @@ async def test_a_crash_loop_is_said_by_what_the_command_last_wrote() -> None:
     assert (
         said["reason"] == check["error"] and said["hint"] == "its last stderr line: FATAL: no key"
     )
+
+
+async def test_the_routes_own_credentials_refused_are_no_refused_connection() -> None:
+    message = (
+        "upstream_credentials: the upstream refused the Authorization set by "
+        "headers_from_env UPSTREAM_AUTH (HTTP 401)"
+    )
+    reason, hint = await diagnose(message, HTTP)
+    assert reason == "the upstream refused the Authorization set by headers_from_env UPSTREAM_AUTH"
+    assert hint == "check the secret in UPSTREAM_AUTH"
