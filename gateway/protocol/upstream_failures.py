@@ -36,10 +36,10 @@ TABLE: dict[FailureKind, UpstreamFailure] = {
         "its server could not be reached", NOT_SENT, False, 5, 503, -32603
     ),
     FailureKind.UPSTREAM_LOST: UpstreamFailure(
-        "the connection to its server was lost", RUN_MAYBE, True, None, 502, -32603
+        "its server's answer was lost", RUN_MAYBE, True, None, 502, -32603
     ),
     FailureKind.UPSTREAM_TIMEOUT: UpstreamFailure(
-        "its server did not answer in time", RUN_MAYBE, True, None, 504, -32603
+        "the call timed out", RUN_MAYBE, True, None, 504, -32603
     ),
     FailureKind.UPSTREAM_REFUSED: UpstreamFailure(
         "its server answered with an error", RUN_MAYBE, True, None, 502, -32603

@@ -21,6 +21,12 @@ UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
 # The kinds whose carrier words say something a person can act on (refused, reset,
 # the TLS handshake, a host name), said as what they mean.
 _DETAILED = frozenset({FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST})
+# The route's own bounds, in the gateway's words: which one a call ran into.
+_OWN_LIMIT = re.compile(
+    r"(?P<timeout>no answer within the route's timeout of [\d.]+ s"
+    r"|the client's answers took longer than the route's ask_timeout of [\d.]+ s)"
+    r"|(?:limit|bound) of (?P<bytes>\d+) bytes"
+)
 # The kinds whose detail is the upstream's HTTP status.
 _STATUS_SAID = frozenset({FailureKind.UPSTREAM_REFUSED, FailureKind.UPSTREAM_CREDENTIALS})
 # How much of what was wrong with an unusable answer the client is told.
@@ -112,6 +118,11 @@ def _detail(failure: Failure, hidden: Iterable[str]) -> str:
     if failure.kind in _STATUS_SAID and isinstance(status, int):
         return f"HTTP {status}"
     text = without_internals(failure.message, hidden)
+    own = _OWN_LIMIT.search(text)  # a bound of the route's own: said, it can be acted on
+    if own is not None:
+        if own.group("bytes"):
+            return f"larger than the route's max_message of {own.group('bytes')} bytes"
+        return own.group("timeout")
     if failure.kind is FailureKind.UPSTREAM_PROTOCOL:  # what was wrong with it, said short
         return text if len(text) <= _SHORT else f"{text[:_SHORT]}..."
     if failure.kind not in _DETAILED:

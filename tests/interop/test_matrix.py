@@ -55,7 +55,7 @@ METHOD_NOT_FOUND = -32601
 # which the gateway reports as the answer lost after the request was sent.  Every other
 # server: -32601.
 UNKNOWN_METHOD_ANSWER = {
-    "python-1.7.1-server": (-32603, "the connection to its server was lost"),
+    "python-1.7.1-server": (-32603, "its server's answer was lost"),
     "python-1.9.4-server": (-32602, "Invalid request parameters"),
     "python-1.22.0-server": (-32602, "Invalid request parameters"),
     "python-1.30.0-server": (-32602, "Invalid request parameters"),
