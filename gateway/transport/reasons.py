@@ -39,6 +39,10 @@ _LIBRARY = re.compile(
 )
 # What a library's words mean, for the client: the first that matches.
 _MEANINGS = (
+    (
+        re.compile(r"stdio server is gone|stdio server is not running", re.I),
+        "its process had exited",
+    ),
     (re.compile(r"refused|Connect call failed|Cannot connect", re.I), "connection refused"),
     (re.compile(r"SSL|TLS|certificate", re.I), "the TLS handshake failed"),
     (re.compile(r"reset", re.I), "the connection was reset"),

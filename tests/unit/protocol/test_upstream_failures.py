@@ -64,3 +64,10 @@ def test_each_kind_is_told_in_the_gateways_words_with_what_a_person_can_act_on()
         "its server answered with an error (HTTP 503); it was sent"
         in for_client(failed, "/x", []).message
     )
+
+
+def test_a_stdio_child_that_is_gone_is_said_so() -> None:
+    gone = "the stdio server is gone: unable to perform operation on <WriteUnixTransport>"
+    told = for_client(Failure(FailureKind.UPSTREAM_UNAVAILABLE, gone), "/c", [])
+    assert told.message.startswith("route /c: its server could not be reached (its process had")
+    assert "WriteUnixTransport" not in told.message
