@@ -11,6 +11,7 @@ SIGSTOP (it holds its connection, acknowledges nothing).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import subprocess
@@ -38,6 +39,7 @@ ADA = {"action": "accept", "content": {"name": "Ada"}}
 class Lab:
     gateway: RunningGateway
     replica: subprocess.Popen[bytes]
+    primary_port: int
 
 
 def _redis(port: int, tmp: Path, *more: str) -> subprocess.Popen[bytes]:
@@ -61,11 +63,10 @@ def _wait_replica_attached(port: int) -> None:
         client.close()
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    tmp = tmp_path_factory.mktemp("confirmed")
+@contextlib.contextmanager
+def _lab(tmp: Path, *primary_settings: str) -> Iterator[Lab]:
     primary_port, replica_port, demo_port = free_port(), free_port(), free_port()
-    primary = _redis(primary_port, tmp)
+    primary = _redis(primary_port, tmp, *primary_settings)
     replica = _redis(replica_port, tmp, "--replicaof", "127.0.0.1", str(primary_port))
     demo = subprocess.Popen(
         [sys.executable, "-m", "gateway", "demo", "--listen", f"127.0.0.1:{demo_port}"],
@@ -79,7 +80,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         env = {"GATEWAY_STATE_KEY": STATE_KEY}
         route = f"/mcp=http://127.0.0.1:{demo_port}/mcp"
         with gateway(route, extra=cluster, tmp_path=tmp, env=env, check=False) as running:
-            yield Lab(running, replica)
+            yield Lab(running, replica, primary_port)
     finally:
         demo.kill()
         demo.wait(5)
@@ -87,6 +88,23 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGCONT)  # a stalled one can stop
             stop(process)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with _lab(tmp_path_factory.mktemp("confirmed")) as found:
+        yield found
+
+
+# Redis's own guard against a stale primary (documented in docs/using/replicas.md):
+# without a replica acknowledging within 2 s, the primary refuses every write.
+STRICT = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")
+
+
+@pytest.fixture(scope="module")
+def strict_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with _lab(tmp_path_factory.mktemp("strict"), *STRICT) as found:
+        yield found
 
 
 @pytest.fixture
@@ -121,4 +139,45 @@ async def test_a_round_finishes_only_on_a_marker_a_replica_holds(
     status, body, _ = await _answer(http, lab, key, state)  # sent again: it finishes
     assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!", body
     status, body, _ = await _answer(http, lab, key, state)  # and is spent
+    assert "error" in body or body["result"].get("resultType") != "complete", body
+
+
+def _refusing_writes(port: int) -> bool:
+    """Whether the primary refuses writes now (no replica acknowledged within the lag)."""
+    client = redis.Redis(port=port)
+    try:
+        client.set("probe", b"1")
+    except redis.ResponseError as exc:
+        return "NOREPLICAS" in str(exc)
+    finally:
+        client.close()
+    return False
+
+
+async def test_with_min_replicas_to_write_a_refusing_primary_is_a_send_again(
+    strict_lab: Lab, http: aiohttp.ClientSession
+) -> None:
+    """With the primary set to refuse writes while no replica acknowledges, what it
+    refuses (a spent marker, a parked call's registration) is a 503 to send again,
+    never a 500; sent again once the replica is back, the round finishes once."""
+    lab = strict_lab
+    key, state = await greet_first(http, lab.gateway.url(), 1)
+    lab.replica.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 20
+        while not _refusing_writes(lab.primary_port):  # its lag passes 2 s
+            assert time.monotonic() < deadline, "the primary never refused a write"
+            await asyncio.sleep(0.2)  # polling Redis, bounded by the deadline
+        status, body, headers = await _answer(http, lab, key, state)
+    finally:
+        lab.replica.send_signal(signal.SIGCONT)
+    assert status == 503, body
+    assert "send the same request again" in str(body) and headers.get("Retry-After")
+    deadline = time.monotonic() + 20
+    while _refusing_writes(lab.primary_port):  # the replica acknowledges again
+        assert time.monotonic() < deadline, "the primary kept refusing writes"
+        await asyncio.sleep(0.2)
+    status, body, _ = await _answer(http, lab, key, state)
+    assert status == 200 and body["result"]["content"][0]["text"] == "Hello, Ada!", body
+    status, body, _ = await _answer(http, lab, key, state)  # spent
     assert "error" in body or body["result"].get("resultType") != "complete", body
