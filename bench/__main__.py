@@ -18,6 +18,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from bench import lanes
 from bench.parking import render_parking
 from bench.profile import profile, render_profile
 from bench.run import Config, OutsideSignal, run
@@ -143,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the gateway's --log-level (default warning, as the issue's anchors)",
     )
     parser.add_argument(
+        "--no-lanes",
+        action="store_true",
+        help="skip the lanes against the byte proxy on uvloop (bench.lanes) after the table",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="instead: profile the gateway (cProfile) on cross-era calls, asyncio and uvloop",
@@ -170,7 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     except OutsideSignal as exc:
         print(f"benchmark void: {exc}", file=sys.stderr)
         return 3
+    if not args.no_lanes:  # issue 50's measure: a stdlib load, 16 connections, uvloop
+        rounds, seconds = (2, 2.0) if args.quick else (args.rounds or 4, 4.0)
+        report["lanes"] = lanes.measure(rounds, seconds)
     print(json.dumps(report, indent=2) if args.json else render(report))
+    if not args.json and "lanes" in report:
+        print("\nThe lanes against a byte-forwarding proxy on uvloop (python -m bench.lanes):")
+        print(lanes.render(report["lanes"]))
     return 0
 
 

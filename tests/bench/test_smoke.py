@@ -106,3 +106,16 @@ def test_clientside_drives_every_lane_and_reports_each_process_s_cost(
     for lane in report["lanes"].values():
         assert lane["calls_per_s"] > 0 and lane["mid_user_us"] >= 0, lane  # (10 ms ticks)
         assert lane["answer"] in ("json", "event-stream", "event-stream,json"), lane
+
+
+def test_lanes_measures_each_lane_against_the_byte_proxy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import lanes
+
+    report = run_json(lanes.main, ["--rounds", "1", "--seconds", "0.3"], capsys)
+    assert list(report["lanes"]) == [lane.key for lane in lanes.LANES]
+    for key, lane in report["lanes"].items():
+        assert lane["rps"] > 0 and lane["p50_ms"] > 0, lane
+        if key.startswith("ref-"):
+            assert lane["ratio"] == 1.0  # each proxy is its own reference

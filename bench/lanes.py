@@ -1,0 +1,148 @@
+"""The four lanes against the byte proxy, as issue 50 measures them.
+
+    python -m bench.lanes                  # 4 rotating rounds of 4 s a lane, 16 connections
+    python -m bench.lanes --rounds 2 --seconds 2 --json
+
+Two upstreams (the demo server, 2025-11-25, and bench.upstreams' 2026-07-28 echo
+server), a byte-forwarding aiohttp proxy on uvloop (bench/refproxy.py) and a
+gateway on uvloop in front of each.  The load is a stdlib process (bench/stdload.py:
+threads, one keep-alive connection each), a new one for every cell, so the client
+costs the same whatever it calls.  Every round runs every lane in a new rotation.
+
+Each gateway lane is compared with the proxy in front of the same upstream, called
+by a client of that upstream's revision (the proxy translates nothing): its calls
+per second over the proxy's, the medians of the rounds.  Then at one connection,
+each path's p50 and what it adds to the direct call (client to upstream): the
+gateway's added p50 against the proxy's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from bench.procs import Lab
+from bench.wire import LEGACY, MODERN
+
+CONNECTIONS = 16
+
+
+@dataclass(frozen=True)
+class Lane:
+    key: str
+    label: str
+    client: str  # the client's revision
+    via: str  # "gw-L", "ref-L", "up-L", ... (L: the 2025-11-25 upstream, M: 2026-07-28)
+    reference: str  # the lane it is compared with
+
+
+LANES = (
+    Lane("ref-L", "2025-11-25 -> byte proxy -> 2025-11-25", LEGACY, "ref-L", "ref-L"),
+    Lane("same-L", "2025-11-25 -> gateway -> 2025-11-25", LEGACY, "gw-L", "ref-L"),
+    Lane("cross-L", "2026-07-28 -> gateway -> 2025-11-25", MODERN, "gw-L", "ref-L"),
+    Lane("ref-M", "2026-07-28 -> byte proxy -> 2026-07-28", MODERN, "ref-M", "ref-M"),
+    Lane("same-M", "2026-07-28 -> gateway -> 2026-07-28", MODERN, "gw-M", "ref-M"),
+    Lane("cross-M", "2025-11-25 -> gateway -> 2026-07-28", LEGACY, "gw-M", "ref-M"),
+)
+# What the issue's targets ask of each gateway lane (its ratio to the proxy's).
+TARGETS = {"same-L": 0.97, "same-M": 0.97, "cross-L": 0.95, "cross-M": 0.92}
+
+
+def load(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
+    """One cell: a stdlib load process against ``url``."""
+    argv = [sys.executable, "-m", "bench.stdload", url, revision, str(connections), str(seconds)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.stdload {url} {revision}: {done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def urls(lab: Lab) -> dict[str, str]:
+    """Where each path answers: the upstreams, and a proxy and a gateway before each."""
+    up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
+    found = {f"up-{k}": u.url for k, u in up.items()}
+    for k, u in up.items():
+        found[f"ref-{k}"] = lab.refproxy(f"ref-{k}", u.url, extra=["--uvloop"]).url
+        found[f"gw-{k}"] = lab.gateway(f"gw-{k}", u.url, uvloop=True).url
+    return found
+
+
+def throughput(where: dict[str, str], rounds: int, seconds: float) -> dict[str, list[float]]:
+    rps: dict[str, list[float]] = {lane.key: [] for lane in LANES}
+    for r in range(rounds):
+        for lane in LANES[r % len(LANES) :] + LANES[: r % len(LANES)]:
+            cell = load(where[lane.via], lane.client, CONNECTIONS, seconds)
+            rps[lane.key].append(cell["calls"] / cell["seconds"])
+    return rps
+
+
+def latency(where: dict[str, str], seconds: float) -> dict[str, float]:
+    """p50 at one connection: every lane, and the direct call to each upstream."""
+    paths = [(lane.key, where[lane.via], lane.client) for lane in LANES]
+    paths += [("direct-L", where["up-L"], LEGACY), ("direct-M", where["up-M"], MODERN)]
+    return {key: load(url, rev, 1, seconds)["p50_ms"] for key, url, rev in paths}
+
+
+def report(rps: dict[str, list[float]], p50: dict[str, float]) -> dict[str, Any]:
+    lanes = {}
+    for lane in LANES:
+        median = statistics.median(rps[lane.key])
+        reference = statistics.median(rps[lane.reference])
+        direct = p50[f"direct-{lane.via[-1]}"]
+        lanes[lane.key] = {
+            "label": lane.label,
+            "rps": round(median),
+            "rounds_rps": [round(x) for x in rps[lane.key]],
+            "ratio": round(median / reference, 3),
+            "p50_ms": round(p50[lane.key], 3),
+            "added_p50_ms": round(p50[lane.key] - direct, 3),
+            "target": TARGETS.get(lane.key),
+        }
+    return {"connections": CONNECTIONS, "lanes": lanes}
+
+
+def render(figures: dict[str, Any]) -> str:
+    lines = [
+        f"{'lane':<44} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}",
+    ]
+    for row in figures["lanes"].values():
+        target = f"{row['target']:.2f}" if row["target"] else ""
+        lines.append(
+            f"{row['label']:<44} {row['rps']:>8} {row['ratio']:>8.3f} {target:>7} "
+            f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f}"
+        )
+    lines.append(
+        f"({figures['connections']} connections a cell for calls/s, medians of the rounds;"
+        " p50 at one connection, +p50 over the direct call)"
+    )
+    return "\n".join(lines)
+
+
+def measure(rounds: int, seconds: float) -> dict[str, Any]:
+    lab = Lab()
+    try:
+        where = urls(lab)
+        return report(throughput(where, rounds, seconds), latency(where, seconds / 2))
+    finally:
+        lab.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.lanes", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=4.0, help="a cell's window")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    figures = measure(args.rounds, args.seconds)
+    print(json.dumps(figures, indent=2) if args.json else render(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
