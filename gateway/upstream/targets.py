@@ -61,6 +61,19 @@ OTHER_ERA = "it speaks another protocol era than the route's other targets"
 SESSION_GONE = "Session not found: its server is gone; start a new session"
 
 
+# The operations whose success shows the target doing work (its tools, resources,
+# prompts answering), not only answering.
+WORK = frozenset(
+    {
+        Operation.TOOLS_CALL,
+        Operation.RESOURCES_READ,
+        Operation.PROMPTS_GET,
+        Operation.COMPLETE,
+        Operation.TASKS_RESULT,
+    }
+)
+
+
 class Targets:
     """The targets of one route.  Safe for many concurrent calls."""
 
@@ -214,10 +227,10 @@ class Targets:
             outcome = await self.links[index].handle(call, exchange)
         finally:
             self.outstanding[index] -= 1
-        self._judge(index, outcome)
+        self._judge(index, outcome, call.operation)
         return outcome
 
-    def _judge(self, index: int, outcome: Outcome) -> None:
+    def _judge(self, index: int, outcome: Outcome, operation: Operation | None = None) -> None:
         health, now = self.health[index], self._clock()
         if isinstance(outcome, Failure) and not counts_against(outcome):
             if health.state is State.IN:  # an answer, but no success to take it back by
@@ -232,7 +245,10 @@ class Targets:
             if health.state is State.OUT and was is not State.OUT:
                 self._ejected(index, outcome.message, now)
         else:
-            health.succeeded(now)
+            # A list answers while the tools hang: only work done takes back a target
+            # out for time-outs (a listing counts as much as a check).
+            work = operation is None or operation in WORK
+            health.succeeded(now, Readmit.CALL if work else Readmit.CHECK)
 
     def _ejected(self, index: int, reason: str, now: float) -> None:
         log.warning(

@@ -315,7 +315,10 @@ async def test_a_target_out_for_time_outs_comes_back_only_by_a_call_one_trial_at
     await targets.check(0)
     assert targets.states()[0]["state"] != "up"
     assert targets._pick(skip={1}) == 0
-    targets._judge(0, Value({}))  # a call that succeeds takes it back
+    # A listing answers while its tools hang: it takes nothing back.
+    targets._judge(0, Value({"tools": []}), Operation.TOOLS_LIST)
+    assert targets.states()[0]["state"] != "up"
+    targets._judge(0, Value({}), Operation.TOOLS_CALL)  # a call that succeeds takes it back
     assert targets.states()[0]["state"] == "up"
 
 
