@@ -167,6 +167,14 @@ class Targets:
         health = self.health[index]
         return not health.usable(self._clock()) or health.readmit is Readmit.CHECK
 
+    def _trial_busy(self, index: int) -> bool:
+        health = self.health[index]
+        return (
+            health.usable(self._clock())
+            and health.state is State.TRIAL
+            and self.outstanding[index] > 0
+        )
+
     def down(self) -> Failure:
         """Every target is out: when the first may be tried again."""
         now = self._clock()
@@ -188,6 +196,13 @@ class Targets:
             # said as its revision says it (404), so its next initialize lands on a
             # target that is in (its end, below, ends the upstream one too).
             return Failure(FailureKind.SESSION_NOT_FOUND, SESSION_GONE)
+        if held is not None and self._trial_busy(held):
+            # One trial call at a time, a session's too: not sent, sent again shortly.
+            return Failure(
+                FailureKind.UPSTREAM_UNAVAILABLE,
+                "its target is being tried again after failing (one call at a time)",
+                headers={"Retry-After": "1"},
+            )
         if held is not None:
             return await self._sent(held, call, exchange)
         if exchange.downstream is not None and not self.stateless:

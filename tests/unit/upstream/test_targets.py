@@ -345,3 +345,23 @@ async def test_the_routes_era_is_the_one_most_of_its_targets_speak() -> None:
     for index in range(3):
         await targets.check(index)
     assert [row["state"] for row in targets.states()] == ["ejected", "up", "up"]
+
+
+async def test_a_session_on_a_target_being_tried_again_waits_its_turn() -> None:
+    """A session pinned to a target on trial: one call at a time there too; another
+    meanwhile is not sent (it may be sent again in a second)."""
+    slow = Failure(FailureKind.UPSTREAM_TIMEOUT, "no answer within 2 s")
+    now = [0.0]
+    a, b = FakeLink("a"), FakeLink("b")
+    targets = make(a, b, now=now)
+    assert await targets.open(exchange("s1")) is None
+    held = targets._pins["s1"]
+    for _ in range(3):
+        targets._judge(held, slow)
+    now[0] = 3.0  # its back-off passed: on trial
+    assert targets._pick(skip={1 - held}) == held
+    targets.outstanding[held] += 1  # the trial call in flight
+    refused = await targets.handle(call(), exchange("s1"))
+    assert isinstance(refused, Failure) and refused.kind is FailureKind.UPSTREAM_UNAVAILABLE
+    assert refused.headers.get("Retry-After") == "1"
+    assert (a.calls, b.calls) == ([], [])  # sent nowhere
