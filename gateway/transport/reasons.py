@@ -20,17 +20,23 @@ from gateway.protocol.upstream_failures import told
 UPSTREAM_KINDS = frozenset(UPSTREAM_FAILURES)
 # The kinds whose carrier words say something a person can act on (refused, reset,
 # the TLS handshake, a host name), said as what they mean.
-_DETAILED = frozenset({FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST})
+_DETAILED = frozenset(
+    {FailureKind.UPSTREAM_UNAVAILABLE, FailureKind.UPSTREAM_LOST, FailureKind.UPSTREAM_TIMEOUT}
+)
 # The route's own bounds, in the gateway's words: which one a call ran into.
+# The route's own bounds, in the gateway's words at the start of a carrier's message
+# (matched there only: an upstream's or a child's words later on are not looked at).
 _OWN_LIMIT = re.compile(
-    r"(?P<timeout>no answer within the route's timeout of [\d.]+ s"
+    r"(?:the upstream's answer was lost: |the upstream did not answer in time: "
+    r"|the upstream answered HTTP \d{3}: )?"
+    r"(?:(?P<timeout>no answer within the route's timeout of [\d.]+ s"
     r"|the client's answers took longer than the route's ask_timeout of [\d.]+ s)"
-    r"|(?:limit|bound) of (?P<bytes>\d+) bytes"
+    r"|(?:the upstream's answer \(\d+ bytes\) exceeds the route's bound"
+    r"|upstream body(?: of \d+ bytes)? exceeds the limit|SSE event exceeds the limit)"
+    r" of (?P<bytes>\d+))"
 )
 # The kinds whose detail is the upstream's HTTP status.
 _STATUS_SAID = frozenset({FailureKind.UPSTREAM_REFUSED, FailureKind.UPSTREAM_CREDENTIALS})
-# How much of what was wrong with an unusable answer the client is told.
-_SHORT = 240
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s'\",;)]*")
 _HOST_PORT = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):\d+\b")
 # A library's own words: past one of these the text is not the gateway's.
@@ -43,14 +49,33 @@ _MEANINGS = (
         re.compile(r"stdio server is gone|stdio server is not running", re.I),
         "its process had exited",
     ),
+    # Before "Cannot connect": aiohttp says that of a failed look-up or certificate too
+    # (and "ssl:default" of every connection, so TLS is told by its own words).
+    (
+        re.compile(r"Name or service|nodename nor servname|name resolution|resolve", re.I),
+        "the host name did not resolve",
+    ),
+    (
+        re.compile(r"SSLError|SSLCertVerification|CERTIFICATE|certificate|WRONG_VERSION|TLS"),
+        "the TLS handshake failed",
+    ),
     (re.compile(r"refused|Connect call failed|Cannot connect", re.I), "connection refused"),
-    (re.compile(r"SSL|TLS|certificate", re.I), "the TLS handshake failed"),
     (re.compile(r"reset", re.I), "the connection was reset"),
     (re.compile(r"exited with code", re.I), "its process exited"),
     (re.compile(r"closed|disconnected|EOF|Connection lost", re.I), "the connection was closed"),
     (re.compile(r"timed? ?out", re.I), "timed out"),
-    (re.compile(r"resolve|Name or service|nodename", re.I), "the host name did not resolve"),
     (re.compile(r"No such file|not found", re.I), "its command could not be started"),
+)
+# What was wrong with an answer the gateway could not use, in the gateway's own words
+# (never the upstream's, which may name its hosts, files or secrets): the first found.
+_REDIRECT = re.compile(r"the upstream of (?:route \S+|the route) answered HTTP (\d{3})\b")
+_UNUSABLE = (
+    ("not JSON", "its answer is not JSON"),
+    ("without a result", "its answer has no result"),
+    ("malformed error", "its error is malformed"),
+    ("without answering", "it ended the exchange without answering"),
+    ("unknown resultType", "a resultType this revision does not know"),
+    ("speaks no MCP transport", "no MCP transport answered"),
 )
 
 
@@ -122,15 +147,25 @@ def _detail(failure: Failure, hidden: Iterable[str]) -> str:
     if failure.kind in _STATUS_SAID and isinstance(status, int):
         return f"HTTP {status}"
     text = without_internals(failure.message, hidden)
-    own = _OWN_LIMIT.search(text)  # a bound of the route's own: said, it can be acted on
+    own = _OWN_LIMIT.match(text)  # a bound of the route's own: said, it can be acted on
+    if failure.kind is FailureKind.UPSTREAM_PROTOCOL and own is None:
+        redirect = _REDIRECT.match(text)
+        if redirect is not None:
+            return (
+                f"a redirect (HTTP {redirect.group(1)}) the route does not follow:"
+                " redirects=same-origin follows 307/308 on the upstream's own origin"
+            )
+        if isinstance(status, int) and not 200 <= status < 300:
+            return f"HTTP {status}"
+        return next((said for words, said in _UNUSABLE if words in text), "")
+    if failure.kind not in _DETAILED | {FailureKind.UPSTREAM_PROTOCOL}:
+        return ""
     if own is not None:
         if own.group("bytes"):
             return f"larger than the route's max_message of {own.group('bytes')} bytes"
         return own.group("timeout")
-    if failure.kind is FailureKind.UPSTREAM_PROTOCOL:  # what was wrong with it, said short
-        return text if len(text) <= _SHORT else f"{text[:_SHORT]}..."
-    if failure.kind not in _DETAILED:
-        return ""
+    if failure.kind is FailureKind.UPSTREAM_TIMEOUT:
+        return ""  # (the headline says it all)
     return next((m for pattern, m in _MEANINGS if pattern.search(text)), "")
 
 

@@ -39,3 +39,49 @@ def test_a_refusal_gets_a_log_line_of_its_own_at_the_level_of_whose_fault_it_is(
         ("refused", "warning", 503, "/r"),
     ]
     assert logs[1]["reason"] == "no target" and logs[1]["kind"] == "upstream_unavailable"
+
+
+def _said(kind: FailureKind, message: str) -> str:
+    return for_client(Failure(kind, message), "/r", []).message.split(" (request id")[0]
+
+
+def test_a_failed_look_up_or_certificate_is_not_called_a_refused_connection() -> None:
+    dns = (
+        "the upstream is unreachable: POST https://x.example:443/mcp: ClientConnectorDNSError:"
+        " Cannot connect to host x.example:443 ssl:default [Name or service not known]"
+    )
+    tls = (
+        "the upstream is unreachable: POST https://x:443/mcp: ClientConnectorCertificateError:"
+        " Cannot connect to host x:443 ssl:True [SSLCertVerificationError: CERTIFICATE_VERIFY]"
+    )
+    refused = (
+        "the upstream is unreachable: POST http://127.0.0.1:9/mcp: ClientConnectorError:"
+        " Cannot connect to host 127.0.0.1:9 ssl:default [Connect call failed]"
+    )
+    kind = FailureKind.UPSTREAM_UNAVAILABLE
+    assert "(the host name did not resolve)" in _said(kind, dns)
+    assert "(the TLS handshake failed)" in _said(kind, tls)
+    assert "(connection refused)" in _said(kind, refused)
+
+
+def test_an_unusable_answer_is_said_in_the_gateways_words_never_the_upstreams() -> None:
+    leaky = "initialize was refused: db password for postgres@db.internal.corp; see /srv/x.yaml"
+    said = _said(FailureKind.UPSTREAM_PROTOCOL, leaky)
+    assert said == "route /r: its server's answer could not be used"
+    said = _said(FailureKind.UPSTREAM_PROTOCOL, "unknown resultType 'db.internal.corp'")
+    assert "internal" not in said and "resultType this revision does not know" in said
+
+
+def test_a_bound_is_said_only_from_the_gateways_own_words() -> None:
+    over = (
+        "the upstream's answer was lost: the upstream's answer (70000 bytes) exceeds the"
+        " route's bound of 65536 bytes (route option max_message)"
+    )
+    assert "(larger than the route's max_message of 65536 bytes)" in _said(
+        FailureKind.UPSTREAM_LOST, over
+    )
+    # A child's stderr that looks like a bound is no bound of the route's.
+    stderr = "its command keeps exiting (3 times); its last stderr line: limit of 7 bytes"
+    assert "7 bytes" not in _said(FailureKind.UPSTREAM_NOT_STARTED, stderr)
+    late = "the upstream's answer was lost: it said: exceeds the limit of 9 bytes"
+    assert "9 bytes" not in _said(FailureKind.UPSTREAM_LOST, late)
