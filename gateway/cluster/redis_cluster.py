@@ -74,16 +74,17 @@ async def refresh_slots(client: RedisCluster) -> None:
 
 
 async def set_and_wait(
-    node: ClusterNode, key: str, px: int, wait_ms: int | None
+    node: ClusterNode, key: str, value: bytes, px: int, wait_ms: int | None
 ) -> tuple[Any, Any]:
-    """``SET key 1 NX PX px`` then, when ``wait_ms`` is given, ``WAIT 1 wait_ms`` on one
-    connection to ``node`` (WAIT counts the replicas holding that connection's writes);
-    the two replies, an error reply as its exception."""
-    commands: list[tuple[Any, ...]] = [("SET", key, b"1", "NX", "PX", px)]
+    """``SET key value NX PX px`` then, when ``wait_ms`` is given, ``WAIT 1 wait_ms`` on
+    one connection to ``node`` (WAIT counts the replicas holding that connection's
+    writes); the two replies, an error reply as its exception."""
+    commands: list[tuple[Any, ...]] = [("SET", key, value, "NX", "PX", px)]
     if wait_ms is not None:
         commands.append(("WAIT", 1, wait_ms))
     connection = node.acquire_connection()
     try:
+        await node.disconnect_if_needed(connection)
         await connection.send_packed_command(connection.pack_commands(commands))
         replies = [await _reply(connection) for _ in commands]
     except BaseException:

@@ -12,7 +12,6 @@ each need the store failed beyond it.)
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,8 +22,9 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 
 from gateway.cluster.redis_buckets import RedisBuckets
 from gateway.cluster.redis_cluster import SCHEMES as CLUSTER_SCHEMES
-from gateway.cluster.redis_cluster import cluster_client, refresh_slots, set_and_wait, slot_primary
-from gateway.cluster.redis_markers import CONFIRM_MS, Markers
+from gateway.cluster.redis_cluster import cluster_client
+from gateway.cluster.redis_marker_stores import PrimaryMarker, SlotMarker
+from gateway.cluster.redis_markers import Markers
 from gateway.cluster.redis_sentinel import SCHEMES as SENTINEL_SCHEMES
 from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
@@ -102,13 +102,6 @@ class RedisStore:
         log.warning("the cluster store's primary changed: connections moved to it")
         return True
 
-    async def _sentinels_name_another(self) -> bool:
-        pool = getattr(self._redis, "connection_pool", None)
-        if not isinstance(pool, SentinelConnectionPool) or pool.master_address is None:
-            return False
-        named = await pool.sentinel_manager.discover_master(pool.service_name)
-        return tuple(named) != tuple(pool.master_address)
-
     async def deregister(self, replica_id: str) -> None:
         await self._redis.delete(self._replicas + replica_id)
 
@@ -125,53 +118,10 @@ class RedisStore:
 
     async def use_once(self, key: str, ttl: float) -> bool:
         name = f"{PREFIX}used:{key}"
-        px = _ms(ttl)
         if self._slotted:
-            node = await slot_primary(self._redis, name)
-            return await self._markers.spend(
-                node.name,
-                lambda confirm: set_and_wait(node, name, px, CONFIRM_MS if confirm else None),
-                lambda: self._slot_replicas(name, node.name),
-                lambda: self._forget(name),
-                lambda: refresh_slots(self._redis),
-            )
-        return await self._markers.spend(
-            "",
-            lambda confirm: self._set_and_wait(name, px, confirm),
-            self._replicas_now,
-            lambda: self._forget(name),
-            self._move,
-        )
-
-    async def _set_and_wait(self, name: str, px: int, confirm: bool) -> tuple[Any, Any]:
-        if not confirm:
-            return await self._redis.set(name, b"1", nx=True, px=px), None
-        # One connection for both: WAIT counts the replicas holding its writes.
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(name, b"1", nx=True, px=px)
-        pipe.execute_command("WAIT", 1, CONFIRM_MS)
-        spent, held_by = await pipe.execute(raise_on_error=False)
-        return spent, held_by
-
-    async def _forget(self, name: str) -> None:
-        with contextlib.suppress(Exception):
-            await self._redis.delete(name)
-
-    async def _replicas_now(self) -> int | None:
-        """The primary's attached replicas; None when it is no longer the primary
-        (the sentinels name another, or it says it is a replica)."""
-        if await self._sentinels_name_another():
-            return None
-        info = await self._redis.info("replication")
-        return int(info.get("connected_slaves", 0)) if info.get("role") == "master" else None
-
-    async def _slot_replicas(self, name: str, node: str) -> int | None:
-        await refresh_slots(self._redis)
-        now = await slot_primary(self._redis, name)
-        if now.name != node:
-            return None
-        info = await self._redis.info("replication", target_nodes=now)
-        return int(info.get("connected_slaves", 0)) if info.get("role") == "master" else None
+            slot = await SlotMarker.at(self._redis, name, _ms(ttl))
+            return await self._markers.spend(slot.node.name, slot)
+        return await self._markers.spend("", PrimaryMarker(self._redis, name, _ms(ttl), self._move))
 
     async def _move(self) -> None:
         if not await self.follow_primary():
