@@ -27,10 +27,11 @@ class Setting:
     value: str  # what the value looks like, for a person
     meaning: str
     flag: str = ""  # the `serve` flag, when there is one
+    default: str = ""  # the default as a person reads it, where the model's says less
 
 
-def _s(name: str, value: str, meaning: str, flag: str = "") -> Setting:
-    return Setting(name, value, meaning, flag)
+def _s(name: str, value: str, meaning: str, flag: str = "", default: str = "") -> Setting:
+    return Setting(name, value, meaning, flag, default)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -127,14 +128,16 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "advertise",
         "URL",
-        "where the other replicas reach this one (default: the --listen address)",
+        "where the other replicas reach this one",
         "--advertise",
+        "the --listen address",
     ),
     _s("workers", "N", "worker processes sharing the listening port", "--workers"),
     _s(
         "cluster_pool",
         "N",
-        "connections to a Redis store per process; past them a request waits its turn",
+        "connections to a Redis store per process (redis://, redis+sentinel://: past "
+        "them a request waits its turn; redis+cluster://: per node, refused past them)",
         "--cluster-pool",
     ),
     _s(
@@ -208,6 +211,8 @@ def env_name(setting: Setting) -> str:
 
 def default_of(name: str) -> str:
     """The model's default, as a person reads it."""
+    if _BY_NAME[name].default:
+        return _BY_NAME[name].default
     field = Settings.model_fields[name]
     value: Any = field.default
     if value is PydanticUndefined:
@@ -226,6 +231,8 @@ def help_of(name: str) -> str:
     """A `serve` flag's help: the meaning, the default, the environment variable."""
     setting = _BY_NAME[name]
     meaning = setting.meaning[0].upper() + setting.meaning[1:]
+    if "|" in setting.value and "true|false" not in setting.value:  # the choices
+        meaning += f" ({setting.value.replace('|', ', ')})"
     return f"{meaning}.  [default: {default_of(name)}]  Env: {env_name(setting)}."
 
 

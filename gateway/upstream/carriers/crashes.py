@@ -38,6 +38,10 @@ class Crashes:
         self.failures += 1
         self.last = now
 
+    def recovered(self) -> None:
+        """A child has run well: the crashes before it are no loop."""
+        self.failures = 0
+
     def delay(self, now: float) -> float:
         """How long the next start waits."""
         if self.failures == 0:

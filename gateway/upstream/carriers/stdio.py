@@ -479,6 +479,9 @@ class StdioCarrier(Carrier):
         """Wait for the child to go; then fail its requests and clean up after it."""
         proc = child.proc
         exit_wait = asyncio.ensure_future(child.exited.wait())
+        # A child that runs well for a while ends a crash loop: not ready no longer,
+        # and its calls are not refused for crashes before it.
+        well = asyncio.get_running_loop().call_later(self._healthy_after, self.crashes.recovered)
         try:
             await asyncio.wait({reader, exit_wait}, return_when=asyncio.FIRST_COMPLETED)
             if not exit_wait.done():
@@ -491,6 +494,7 @@ class StdioCarrier(Carrier):
             else:
                 error = CarrierError("the stdio server closed its stdout")
         finally:
+            well.cancel()
             if not exit_wait.done():
                 exit_wait.cancel()
         if child.closing:

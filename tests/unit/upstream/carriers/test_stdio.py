@@ -572,3 +572,19 @@ async def test_close_while_idle_and_twice(make: Factory) -> None:
     await carrier.close()
     assert not carrier.is_open
     assert _zombie_children() == []
+
+
+async def test_a_child_that_runs_well_ends_the_crash_loop(make: Factory) -> None:
+    """Crashes in a row are a loop (not ready; calls refused in its back-off) only
+    until a child runs well: then they are forgotten, not reported forever."""
+    carrier = make(healthy_after=0.05)
+    carrier.crashes.failures = 5  # three and more: a crash loop ...
+    assert carrier.crashes.looping
+    carrier.crashes.last = -1e9  # (its back-off long over)
+    await carrier.start()
+    assert (await call(carrier, req(1, "ok")))[-1]["id"] == 1
+    deadline = asyncio.get_running_loop().time() + 5
+    while carrier.crashes.looping:  # ... until this child has run well for a while
+        assert asyncio.get_running_loop().time() < deadline, carrier.crashes.failures
+        await asyncio.sleep(0.01)  # polling, bounded by the deadline
+    assert carrier.crashes.failures == 0
