@@ -284,8 +284,10 @@ class StdioCarrier(Carrier):
             if delay > BRIEF_WAIT and self.crashes.looping:  # no call kept waiting on it
                 said = self.crashes.last_said()
                 last = f"; its last stderr line: {said[-1]}" if said else ""
+                failures = self.crashes.failures
                 raise CarrierError(
-                    f"its command keeps exiting ({self.crashes.failures} times in a row){last}",
+                    f"its command {self.argv[0]!r} keeps exiting or failing to start"
+                    f" ({failures} times in a row){last}",
                     not_started=True,
                 )
             if delay > 0:
