@@ -68,6 +68,12 @@ _MEANINGS = (
 )
 # What was wrong with an answer the gateway could not use, in the gateway's own words
 # (never the upstream's, which may name its hosts, files or secrets): the first found.
+# The gateway's own words for an upstream that asked past the route's bounds.
+_ASKED_TOO_MUCH = re.compile(
+    r"the upstream asked (\d+ questions at once \(questions_at_once=\d+\)"
+    r"|over \d+ questions in one call \(questions_per_call\)"
+    r"|for input more than \d+ times)$"
+)
 _REDIRECT = re.compile(r"the upstream of (?:route \S+|the route) answered HTTP (\d{3})\b")
 _UNUSABLE = (
     ("not JSON", "its answer is not JSON"),
@@ -149,6 +155,9 @@ def _detail(failure: Failure, hidden: Iterable[str]) -> str:
     text = without_internals(failure.message, hidden)
     own = _OWN_LIMIT.match(text)  # a bound of the route's own: said, it can be acted on
     if failure.kind is FailureKind.UPSTREAM_PROTOCOL and own is None:
+        asked = _ASKED_TOO_MUCH.match(text)
+        if asked is not None:  # a bound of the route's own on its questions
+            return f"it asked {asked.group(1)}"
         redirect = _REDIRECT.match(text)
         if redirect is not None:
             return (

@@ -85,3 +85,11 @@ def test_a_bound_is_said_only_from_the_gateways_own_words() -> None:
     assert "7 bytes" not in _said(FailureKind.UPSTREAM_NOT_STARTED, stderr)
     late = "the upstream's answer was lost: it said: exceeds the limit of 9 bytes"
     assert "9 bytes" not in _said(FailureKind.UPSTREAM_LOST, late)
+
+
+def test_an_upstream_that_asked_past_the_routes_bounds_is_said_with_the_bound() -> None:
+    said = _said(
+        FailureKind.UPSTREAM_PROTOCOL,
+        "the upstream asked 40 questions at once (questions_at_once=32)",
+    )
+    assert said.endswith("(it asked 40 questions at once (questions_at_once=32))")
