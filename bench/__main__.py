@@ -115,7 +115,7 @@ def render_tracing(tracing: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description="Benchmark the MCP revision gateway on loopback."
     )
@@ -153,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: profile the gateway (cProfile) on cross-era calls, asyncio and uvloop",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
     if args.profile:
         calls = 1500 if args.quick else 6000
