@@ -23,32 +23,15 @@ import json
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
 from typing import Any
 
+from bench.clientside import LANES  # the same six lanes, the one list of them
 from bench.procs import Lab
 from bench.wire import LEGACY, MODERN
 
 CONNECTIONS = 16
 
 
-@dataclass(frozen=True)
-class Lane:
-    key: str
-    label: str
-    client: str  # the client's revision
-    via: str  # "gw-L", "ref-L", "up-L", ... (L: the 2025-11-25 upstream, M: 2026-07-28)
-    reference: str  # the lane it is compared with
-
-
-LANES = (
-    Lane("ref-L", "2025-11-25 -> byte proxy -> 2025-11-25", LEGACY, "ref-L", "ref-L"),
-    Lane("same-L", "2025-11-25 -> gateway -> 2025-11-25", LEGACY, "gw-L", "ref-L"),
-    Lane("cross-L", "2026-07-28 -> gateway -> 2025-11-25", MODERN, "gw-L", "ref-L"),
-    Lane("ref-M", "2026-07-28 -> byte proxy -> 2026-07-28", MODERN, "ref-M", "ref-M"),
-    Lane("same-M", "2026-07-28 -> gateway -> 2026-07-28", MODERN, "gw-M", "ref-M"),
-    Lane("cross-M", "2025-11-25 -> gateway -> 2026-07-28", LEGACY, "gw-M", "ref-M"),
-)
 # What the issue's targets ask of each gateway lane (its ratio to the proxy's).
 TARGETS = {"same-L": 0.97, "same-M": 0.97, "cross-L": 0.95, "cross-M": 0.92}
 
@@ -77,14 +60,14 @@ def throughput(where: dict[str, str], rounds: int, seconds: float) -> dict[str, 
     rps: dict[str, list[float]] = {lane.key: [] for lane in LANES}
     for r in range(rounds):
         for lane in LANES[r % len(LANES) :] + LANES[: r % len(LANES)]:
-            cell = load(where[lane.via], lane.client, CONNECTIONS, seconds)
+            cell = load(where[lane.mid], lane.client, CONNECTIONS, seconds)
             rps[lane.key].append(cell["calls"] / cell["seconds"])
     return rps
 
 
 def latency(where: dict[str, str], seconds: float) -> dict[str, float]:
     """p50 at one connection: every lane, and the direct call to each upstream."""
-    paths = [(lane.key, where[lane.via], lane.client) for lane in LANES]
+    paths = [(lane.key, where[lane.mid], lane.client) for lane in LANES]
     paths += [("direct-L", where["up-L"], LEGACY), ("direct-M", where["up-M"], MODERN)]
     return {key: load(url, rev, 1, seconds)["p50_ms"] for key, url, rev in paths}
 
@@ -94,7 +77,7 @@ def report(rps: dict[str, list[float]], p50: dict[str, float]) -> dict[str, Any]
     for lane in LANES:
         median = statistics.median(rps[lane.key])
         reference = statistics.median(rps[lane.reference])
-        direct = p50[f"direct-{lane.via[-1]}"]
+        direct = p50[f"direct-{lane.mid[-1]}"]
         lanes[lane.key] = {
             "label": lane.label,
             "rps": round(median),
@@ -109,12 +92,12 @@ def report(rps: dict[str, list[float]], p50: dict[str, float]) -> dict[str, Any]
 
 def render(figures: dict[str, Any]) -> str:
     lines = [
-        f"{'lane':<44} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}",
+        f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}",
     ]
     for row in figures["lanes"].values():
         target = f"{row['target']:.2f}" if row["target"] else ""
         lines.append(
-            f"{row['label']:<44} {row['rps']:>8} {row['ratio']:>8.3f} {target:>7} "
+            f"{row['label']:<48} {row['rps']:>8} {row['ratio']:>8.3f} {target:>7} "
             f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f}"
         )
     lines.append(
