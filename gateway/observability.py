@@ -394,6 +394,14 @@ class Metrics:
             labels,
             registry=self.registry,
         )
+        self.passed = Counter(
+            "gateway_pass_through",
+            "Calls answered by the pass-through lane (no translation: the same revision "
+            "both sides, nothing to rewrite), by route; the rest took the full path.",
+            ["route"],
+            registry=self.registry,
+        )
+        self._passed: dict[str, Any] = {}
         self.policy_refusals = Counter(
             "gateway_policy_refusals",
             "Calls a route's policy refused, by route and reason (hidden: not exposed; "
@@ -449,6 +457,8 @@ class Metrics:
             self._remember(given, children)
         counted, failed, timed = children
         counted.inc()
+        if get("pass_through"):
+            self._pass(given[0])
         if failed is not None:
             failed.inc()
         duration = record.get("duration_ms")
@@ -459,6 +469,12 @@ class Metrics:
             else:  # a traced call (gateway/otel): its trace, the exemplar of its bucket
                 exemplar = {"trace_id": str(trace_id), "span_id": str(get("span_id"))}
                 timed.observe(duration / 1000, exemplar)
+
+    def _pass(self, route: Any) -> None:
+        child = self._passed.get(route)
+        if child is None:  # the routes are the configured ones: a bounded table
+            child = self._passed[route] = self.passed.labels(str(route))
+        child.inc()
 
     def refused(self, route: str, reason: str) -> None:
         """A route policy's observer: one refusal counted (the reasons are the

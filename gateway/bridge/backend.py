@@ -18,15 +18,18 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import ServerProfile
+from gateway.core import Call, ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, Verdict
+from gateway.upstream.passthrough import HELD, Held
 from gateway.upstream.reach import connectable, spawnable
 from gateway.upstream.targets import Targets
 
 # Parked calls in all and per principal; once a principal is at its quota, how long
 # its parked calls live (seconds).
+__all__ = ["HELD", "Backend", "Held"]
+
 DEFAULT_MAX_PARKED = 1000
 DEFAULT_MAX_PARKED_PER_PRINCIPAL = 100
 DEFAULT_PARK_TTL_OVER_QUOTA = 30.0
@@ -96,6 +99,17 @@ class Backend:
         )
         self.known, self._known_for = profile, verdict
         return profile
+
+    async def pass_through(
+        self, call: Call, version: str, principal: str, forward_headers: dict[str, str]
+    ) -> dict[str, Any] | Held | None:
+        """The pass-through lane's send (gateway/upstream/passthrough.py): the call's
+        plain result, its reply held for the full path, or None (not sent: a route
+        of several targets, whose choice and retries are the full path's, or a call
+        the link will not pass)."""
+        if self.targets is not None:
+            return None
+        return await self.link.pass_through(call, version, principal, forward_headers)
 
     @property
     def upstream_revision(self) -> str | None:

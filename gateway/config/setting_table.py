@@ -158,6 +158,13 @@ SETTINGS: tuple[Setting, ...] = (
         "--lean-lane",
     ),
     _s(
+        "pass_through",
+        "true|false",
+        "a call needing no translation (the same revision both sides, nothing to "
+        "rewrite) is sent on as it came, its plain answer handed back as it was",
+        "--pass-through",
+    ),
+    _s(
         "server_banner",
         "true|false",
         "the Server header names the versions of the gateway, Python and aiohttp",

@@ -157,9 +157,8 @@ class RouteSpec(BaseModel):
     # Connections the h1 HTTP/1.1 client (calls to a plain-http upstream) keeps open
     # to the upstream at once: past it a call is refused.
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, gt=0, le=1_000_000)
-    # The largest message the upstream may send, in bytes (an SSE event, a JSON body,
-    # a stdio line); past it the call gets a clear error.  None: 16 MiB over HTTP,
-    # 32 MiB over stdio.
+    # The largest message the upstream may send, in bytes (an SSE event, a JSON body, a
+    # stdio line); past it the call gets a clear error.  None: 16 MiB HTTP, 32 MiB stdio.
     max_message: int | None = Field(None, ge=1024, le=1 << 30)
     # How long the era probe waits for an answer (a legacy stdio server may give none).
     probe_timeout: float = Field(DEFAULT_PROBE_TIMEOUT, gt=0)
@@ -417,7 +416,7 @@ class Settings(BaseSettings):
     listen: str = "127.0.0.1:8080"
     routes: Annotated[list[RouteSpec], NoDecode] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # auto: console lines at a terminal, else JSON (one object a line).
+    # auto: console lines at a terminal, else JSON lines.
     log_format: Literal["auto", "json", "console"] = "auto"
     # auto: uvloop when it is installed (the `uvloop` extra), else asyncio's own loop.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
@@ -426,8 +425,8 @@ class Settings(BaseSettings):
     drain_timeout: float = Field(DEFAULT_DRAIN_TIMEOUT, ge=0)
     park_ttl: float = Field(DEFAULT_PARK_TTL, gt=0)
     max_parked: int = Field(DEFAULT_MAX_PARKED, gt=0)
-    # Quotas: per principal (a keyed digest of credentials and tenant headers) and
-    # in all, per route.  Over one: a clear error (429, or 503 for a global bound).
+    # Quotas per principal (a keyed digest of credentials and tenant headers) and in
+    # all, per route; over one: a clear error (429, or 503 for a global bound).
     max_parked_per_principal: int = Field(DEFAULT_MAX_PARKED_PER_PRINCIPAL, gt=0)
     # Once a principal is at its parked-call quota, its parked calls live this long.
     park_ttl_over_quota: float = Field(DEFAULT_PARK_TTL_OVER_QUOTA, gt=0)
@@ -481,6 +480,7 @@ class Settings(BaseSettings):
     # The usual Streamable HTTP POST served by the gateway's own HTTP/1.1 lane instead
     # of aiohttp's server (every other request still goes to aiohttp).
     lean_lane: bool = True
+    pass_through: bool = True  # calls needing no translation: transport/passthrough.py
     server_banner: bool = False  # the Server header with versions (what runs where)
     # The operators' console (gateway/console): off unless asked for, on a listener of
     # its own; its token only from GATEWAY_CONSOLE_TOKEN.  Bodies are recorded only

@@ -133,6 +133,7 @@ class Gateway:
         cluster: ClusterOptions | None = None,
         reuse_port: bool = False,
         lean_lane: bool = True,
+        pass_through: bool = True,
         server_banner: bool = False,
         console: ConsoleOptions | None = None,
     ) -> None:
@@ -142,8 +143,7 @@ class Gateway:
         self.trust_forwarded = trust_forwarded
         self.park_ttl = park_ttl
         self.max_parked = max_parked
-        # One key for every route: a configured key lets replicas open each other's
-        # states; without one, a random key per process.
+        # One key for every route (configured: replicas open each other's states).
         self.state_key = state_key or secrets.token_bytes(32)
         self.host = host
         self.port = port
@@ -163,15 +163,13 @@ class Gateway:
         self.cluster_options = cluster
         self.cluster: ClusterNode | None = None
         self.reuse_port = reuse_port
-        # The usual POST served off the socket (gateway/transport/lane.py).
-        self.lean_lane = lean_lane
+        self.lean_lane = lean_lane  # the usual POST off the socket (transport/lane.py)
+        self.pass_through = pass_through  # (transport/passthrough.py)
         self.lane: Lane | None = None
         self.banner = _banner(server_banner)
         self._listener: asyncio.Server | None = None
         self.metrics = Metrics(
-            routes=lambda: [e.route for e in self.endpoints],
-            in_flight=self.in_flight,
-            lane=self._lane_figures,
+            lambda: [e.route for e in self.endpoints], self.in_flight, self._lane_figures
         )
         self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
         self.console = _console(console, self)
@@ -193,6 +191,7 @@ class Gateway:
             cluster=cluster_options(settings),
             reuse_port=settings.reuse_port,
             lean_lane=settings.lean_lane,
+            pass_through=settings.pass_through,
             server_banner=settings.server_banner,
             console=console_options(settings),
         )
@@ -309,6 +308,7 @@ class Gateway:
                 limits.max_notices_per_principal,
                 limits.max_notices,
             ),
+            pass_through=self.pass_through,
         )
 
     def _backend(self, spec: RouteSpec) -> Backend:

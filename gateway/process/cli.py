@@ -147,6 +147,10 @@ LeanLaneOption = Annotated[
     bool | None,
     typer.Option("--lean-lane/--no-lean-lane", help=help_of("lean_lane")),
 ]
+PassThroughOption = Annotated[
+    bool | None,
+    typer.Option("--pass-through/--no-pass-through", help=help_of("pass_through")),
+]
 
 MaxBatchOption = Annotated[
     int | None,
@@ -220,6 +224,7 @@ def serve(
     drain_timeout: DrainTimeoutOption = None,
     loop: LoopOption = None,
     lean_lane: LeanLaneOption = None,
+    pass_through: PassThroughOption = None,
     max_batch: MaxBatchOption = None,
     trust_forwarded: TrustForwardedOption = None,
     cluster: ClusterOption = None,
@@ -249,6 +254,7 @@ def serve(
         "drain_timeout": drain_timeout,
         "event_loop": _choice("--loop", loop, EVENT_LOOPS),
         "lean_lane": lean_lane,
+        "pass_through": pass_through,
         "max_batch": max_batch,
         "trust_forwarded": trust_forwarded or None,
         "cluster": cluster,
@@ -508,6 +514,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
             guard=OriginGuard(loopback_only=True),
             forward_headers=forward,
             principals=Principals(key, tenant_headers(forward)),
+            pass_through=Settings().pass_through,
         )
         if tracing.active is not None:  # the finished call's outcome on its span
             route.observer = tracing.active

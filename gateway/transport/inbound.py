@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from gateway.bridge.backend import HELD, Held
 from gateway.core import (
     Call,
     ClientContext,
@@ -43,6 +44,7 @@ from gateway.core import (
     tracing,
 )
 from gateway.protocol import Adapter, adapter_of
+from gateway.transport import passthrough
 from gateway.transport.common import (
     listen_id,
     log_wanted,
@@ -57,6 +59,7 @@ log = structlog.get_logger(__name__)
 
 # A finished call's outcome as the log, the metrics and the spans spell it.
 OUTCOME_NAMES: dict[type, str] = {Value: "ok", InputRequired: "input_required"}
+_OK = Value({})  # what the observers are told of a pass-through call's plain result
 # The parameter that names what a call is about, on its log line: (field, param).
 NAMED_BY = {
     Operation.TOOLS_CALL: ("tool", "name"),
@@ -363,14 +366,28 @@ class Runner:
             message = adapter.encode_failure(call.id, refused, call.operation)
             log_refusal(self.route.path, adapter.http_status(refused), refused)
             return Response(message, adapter.http_status(refused))
+        held: Held | None = None
         try:
             if tracing.active is not None:  # OpenTelemetry on: the call as a server span
                 return await tracing.active.serve(self._run, self.route, arrival, call, send)
-            return await self._run(arrival, call, send)
+            if passthrough.qualifies(self.route, arrival, call):
+                started = time.perf_counter()
+                sent = await passthrough.send(self.route, arrival, call)
+                if isinstance(sent, dict):
+                    if self.route.observer is not None:
+                        profile = ServerProfile()
+                        self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
+                    return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
+                held = sent
+            return await self._run(arrival, call, send, held)
         finally:
             calls.release(arrival.principal)
+            if held is not None:
+                await held.aclose()
 
-    async def _run(self, arrival: Arrival, call: Call, send: Send | None) -> Response:
+    async def _run(
+        self, arrival: Arrival, call: Call, send: Send | None, held: Held | None = None
+    ) -> Response:
         started = time.perf_counter()
         adapter = arrival.adapter
         outcome: Outcome
@@ -379,6 +396,8 @@ class Runner:
             outcome, profile = profile, ServerProfile()
         else:
             exchange = self._exchange(arrival, profile, call, send)
+            if held is not None:  # sent by the pass-through lane: read on from there
+                exchange.extra[HELD] = held
             policy = self.route.policy
             if policy is not None:  # exposure and rate limits, then the call (or its pages)
                 handle = functools.partial(self._handle, arrival, exchange=exchange)
@@ -428,6 +447,7 @@ class Runner:
         outcome: Outcome,
         at: float,
         detail: str | None = None,
+        passed: bool = False,
     ) -> None:
         """Tell the route's observers (log, metrics) about one finished call."""
         versions = profile.versions  # the first is the upstream's revision
@@ -445,6 +465,8 @@ class Runner:
         }
         if detail is not None:  # why it failed, in full (the client hears a short reason)
             record["reason"] = detail
+        if passed:  # answered by the pass-through lane (transport/passthrough.py)
+            record["pass_through"] = True
         if self.route.observer is not None:
             self.route.observer.observe(record)
 

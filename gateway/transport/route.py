@@ -67,6 +67,9 @@ class Route:
     # What the route exposes and its rate limits (None: everything, unlimited; a call
     # then never enters gateway/policy).
     policy: RoutePolicy | None = None
+    # Calls that need no translation may take the pass-through lane
+    # (transport/passthrough.py); off, every call takes the full path.
+    pass_through: bool = False
     # Calls in flight and open standalone streams, per principal and in all.
     calls: Quota = field(
         default_factory=lambda: Quota(

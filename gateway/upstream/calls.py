@@ -58,6 +58,7 @@ from gateway.upstream.carriers.base import (
     is_response_to,
 )
 from gateway.upstream.deadlines import Clock, Deadlines
+from gateway.upstream.passthrough import Held, held_of
 
 log = structlog.get_logger(__name__)
 
@@ -183,6 +184,9 @@ class Calls:
     ) -> Outcome:
         """``upstream_id`` is given only by the tracing hook, which runs the call again
         inside its client span (no frame more when tracing is off)."""
+        held = held_of(exchange)  # sent already by the pass-through lane
+        if held is not None:
+            upstream_id = held.upstream_id
         if upstream_id is None:
             upstream_id = next(self.ids)
             if tracing.active is not None:  # OpenTelemetry on: the request as a client span
@@ -195,7 +199,9 @@ class Calls:
         deadlines = self._deadlines
         clock = deadlines.start() if deadlines is not None else None
         try:
-            return await self._exchange(channel, call, exchange, upstream_id, extra_headers, clock)
+            return await self._exchange(
+                channel, call, exchange, upstream_id, extra_headers, clock, held
+            )
         except asyncio.CancelledError as exc:
             if clock is None or not clock.expired or _uncancel() > 0:
                 raise  # the client's cancellation (too), not only the deadline's
@@ -222,17 +228,23 @@ class Calls:
         upstream_id: int,
         extra_headers: Mapping[str, str] | None,
         clock: Clock | None = None,
+        held: Held | None = None,
     ) -> Outcome:
         adapter, carrier = channel.adapter, channel.carrier
-        # Progress tokens are rewritten so concurrent clients never collide upstream.
-        upstream_call = (
-            replace(call, progress_token=upstream_id) if call.progress_token is not None else call
-        )
-        message, own = adapter.client_outgoing(upstream_call, upstream_id, channel.session_id)
-        headers = {**exchange.forward_headers, **own, **(extra_headers or {})}
+        if held is None:
+            # Progress tokens are rewritten so concurrent clients never collide upstream.
+            upstream_call = (
+                replace(call, progress_token=upstream_id)
+                if call.progress_token is not None
+                else call
+            )
+            message, own = adapter.client_outgoing(upstream_call, upstream_id, channel.session_id)
+            headers = {**exchange.forward_headers, **own, **(extra_headers or {})}
+        else:
+            headers = held.headers
         stoppable = must_notify(adapter, carrier) and call.id is not None
         try:
-            reply = await carrier.request(message, headers)
+            reply = held.take() if held is not None else await carrier.request(message, headers)
         except CarrierError as exc:
             if exc.timeout and stoppable:
                 # No answer in time: a legacy upstream is told to stop, as the spec asks.

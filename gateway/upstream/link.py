@@ -40,7 +40,7 @@ from gateway.core import (
 )
 from gateway.core.redaction import safe_url
 from gateway.protocol import Adapter, AdapterSet
-from gateway.upstream import retry
+from gateway.upstream import passthrough, retry
 from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.carriers.crashes import Crashes
@@ -359,6 +359,38 @@ class UpstreamLink:
         outcome = await self.send_once(call, Exchange(call, self.settings.route, verdict.profile))
         if isinstance(outcome, Failure):
             raise outcome
+
+    async def pass_through(
+        self, call: Call, version: str, principal: str, forward_headers: dict[str, str]
+    ) -> dict[str, Any] | passthrough.Held | None:
+        """A call of a client of ``version`` sent by the pass-through lane
+        (upstream/passthrough.py); None: it takes the full path (nothing was sent):
+        the upstream's era unknown or another revision, a carrier other than
+        Streamable HTTP, or a tool whose list this caller has not read yet."""
+        verdict = self.verdict
+        if (
+            verdict is None
+            or verdict.adapter.has_handshake
+            or verdict.adapter.version != version
+            or self._primary is not self._streamable
+            or call.operation not in verdict.adapter.verbatim_operations
+        ):
+            return None
+        name = call.params.get("name")
+        facts = self._tools.known(principal, name) if isinstance(name, str) else None
+        if not passthrough.tool_plain(call.operation, facts):
+            return None
+        deadline = self._calls.deadline
+        upstream_id = next(self._calls.ids)
+        return await passthrough.send(
+            verdict.adapter,
+            self._primary,
+            call,
+            upstream_id,
+            forward_headers,
+            deadline,
+            verdict.profile,
+        )
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list

@@ -16,8 +16,10 @@ Per kind, three lanes, each with its own upstream and (via the gateway) its own
 ``<kind>-direct`` (the control), ``<kind>-via-gateway`` (the suite speaks the server's
 era) and ``<kind>-via-gateway@<other>`` (the suite speaks the other era: a 2026-07-28
 client in front of the handshake-era server, a 2025-11-25 one in front of the
-2026-07-28 server).  The per-lane verdicts are gated against baseline.json by
-test_conformance.py (see tests/conformance/baseline.py).  The suite
+2026-07-28 server); and ``modern-via-gateway-full-path``, the one lane where the
+pass-through lane answers, again with ``--no-pass-through``.  The per-lane verdicts
+are gated against baseline.json by test_conformance.py (tests/conformance/baseline.py).
+The suite
 (``@modelcontextprotocol/conformance``, pinned in tests/conformance/package-lock.json)
 is installed by tests/conformance/install under .peers/conformance, with the Node 22
 it needs.  All traffic stays on 127.0.0.1.
@@ -71,14 +73,20 @@ FIXTURE_PEERS: dict[str, Peer] = {
 }
 # kind -> the revision the suite speaks to that kind's upstream (its own era)
 KINDS: dict[str, str] = {"legacy": "2025-11-25", "modern": "2026-07-28"}
-LANES = tuple(
-    lane
-    for kind, spec in KINDS.items()
-    for lane in (
-        f"{kind}-direct",
-        f"{kind}-via-gateway",
-        *(f"{kind}-via-gateway@{other}" for other in KINDS.values() if other != spec),
-    )
+# The one lane where the pass-through lane answers (the same revision both sides, a
+# stateless one), run again with it off: the gate holds for both paths.
+FULL_PATH = "-full-path"
+LANES = (
+    *(
+        lane
+        for kind, spec in KINDS.items()
+        for lane in (
+            f"{kind}-direct",
+            f"{kind}-via-gateway",
+            *(f"{kind}-via-gateway@{other}" for other in KINDS.values() if other != spec),
+        )
+    ),
+    f"modern-via-gateway{FULL_PATH}",
 )
 
 SCENARIO_TIMEOUT_MS = 20_000
@@ -210,7 +218,8 @@ def run_lane(name: str, work: Path) -> Lane:
         if rest == "direct":
             _timed(lane, url, out)
             return lane
-        with gateway(f"/mcp={url}", tmp_path=work, check=False) as running:
+        extra = ("--no-pass-through",) if rest.endswith(FULL_PATH) else ()
+        with gateway(f"/mcp={url}", extra=extra, tmp_path=work, check=False) as running:
             _timed(lane, running.url("/mcp"), out)
             try:
                 stop_and_check(running)

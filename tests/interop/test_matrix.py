@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -260,3 +261,43 @@ def test_interactive_cell(matrix_gateway: RunningGateway, client_rev: str, serve
         f"client stderr:\n{out.get('_stderr', '')[-2000:]}\n"
         f"gateway log:\n{matrix_gateway.log()[-3000:]}"
     )
+
+
+MODERN = REVISIONS[-1]
+
+
+@pytest.fixture(scope="module")
+def full_path_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    """The newest revision's server behind a gateway with the pass-through lane off."""
+    server = peer(SERVERS[MODERN])
+    with ExitStack() as stack:
+        url = stack.enter_context(running_server(server, server.http_transport()))
+        assert isinstance(url, str)
+        route = f"{route_of(MODERN)}={url},timeout=20{route_options(server)}"
+        tmp = tmp_path_factory.mktemp("gw-full")
+        yield stack.enter_context(gateway(route, extra=("--no-pass-through",), tmp_path=tmp))
+
+
+def _passed(gw: RunningGateway) -> float:
+    """Calls the gateway's pass-through lane answered on the newest revision's route."""
+    with urllib.request.urlopen(gw.url("/metrics"), timeout=10) as response:
+        text = response.read().decode()
+    label = f'gateway_pass_through_total{{route="{route_of(MODERN)}"}} '
+    return sum(float(line[len(label) :]) for line in text.splitlines() if line.startswith(label))
+
+
+@pytest.mark.parametrize("scenario", ["basic", "interactive"])
+def test_the_same_revision_on_both_paths(
+    matrix_gateway: RunningGateway, full_path_gateway: RunningGateway, scenario: str
+) -> None:
+    """A 2026-07-28 client of a 2026-07-28 server: every step holds with the
+    pass-through lane on (which then answers calls) and off (which never does)."""
+    client, server = peer(CLIENTS[MODERN]), peer(SERVERS[MODERN])
+    check = check_cell if scenario == "basic" else check_interactive
+    before = _passed(matrix_gateway)
+    for gw in (matrix_gateway, full_path_gateway):
+        out = run_client(client, gw.url(route_of(MODERN)), client.http_transport(), scenario)
+        failed = {k: v for k, v in check(out, MODERN, server).items() if v != "ok"}
+        assert not failed, f"{scenario}: {json.dumps(failed, indent=1)}\n{gw.log()[-3000:]}"
+    assert _passed(matrix_gateway) > before
+    assert _passed(full_path_gateway) == 0

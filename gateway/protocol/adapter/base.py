@@ -124,6 +124,9 @@ class AdapterBase(ABC):
     # Streamable HTTP requests of this revision mirror annotated tool arguments
     # into `Mcp-Param-*` headers (the server checks them against the tool).
     mirrors_params: ClassVar[bool] = False
+    # Operations whose request and answer may pass as the upstream of the same
+    # revision sends them (the pass-through lane; see ``verbatim_result``).
+    verbatim_operations: ClassVar[frozenset[Operation]] = frozenset()
 
     codes: ClassVar[dict[FailureKind, int]]
     statuses: ClassVar[dict[FailureKind, int]]

@@ -1,0 +1,52 @@
+"""The pass-through lane: a call that needs no translation skips the full path.
+
+A client and an upstream of the same revision need nothing of the gateway between
+them but what a proxy does and what the route asks (credentials, quotas, the log
+and metrics).  So, decided per call, one that qualifies is sent upstream at once
+(gateway/upstream/passthrough.py) and its plain result answered as the upstream
+wrote it; the rest of what the full path does -- sessions of the gateway's own,
+translation, the route's policy, questions, tasks, retries -- is not needed for it.
+
+A call qualifies when the route allows it (``--pass-through``, the default) and
+nothing would rewrite the call or its answer: no policy, no console recording
+bodies, no tracing, one upstream target; a request of an operation its revision
+passes (``Adapter.verbatim_operations``), carrying no state, answers or task; and
+the upstream already known to speak the client's revision.  Whatever the upstream
+answers that is not a plain result goes on through the full path from where the
+lane stopped, so the client hears what the full path would have said.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway.bridge.backend import Held
+from gateway.core import Call, tracing
+from gateway.transport.route import Route
+
+if TYPE_CHECKING:
+    from gateway.transport.inbound import Arrival
+
+
+def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
+    """Whether ``call`` may take the lane (the upstream side has its say after)."""
+    return (
+        route.pass_through
+        and route.policy is None
+        and route.console is None
+        and tracing.active is None
+        and call.id is not None
+        and call.state is None
+        and not call.answers
+        and not call.client.tasks
+        and "task" not in call.params
+        and call.operation in arrival.adapter.verbatim_operations
+    )
+
+
+async def send(route: Route, arrival: Arrival, call: Call) -> dict[str, Any] | Held | None:
+    """The call sent by the lane: its plain result, its reply held for the full
+    path, or None when the upstream side will not pass it (nothing was sent)."""
+    return await route.backend.pass_through(
+        call, arrival.adapter.version, arrival.principal, arrival.forwarded
+    )
