@@ -22,10 +22,13 @@ from tests.e2e.test_param_headers import serve
 
 MODERN = "2026-07-28"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-FAILED = (r'"tool": "fail"',)  # the call log's warning for the tool that fails
+# Tools whose upstream fails one way or another after the call was sent.
+FAULTS = ("hang", "drop", "broken", "garbage")
+# The call log's warnings for the tools that fail.
+FAILED = tuple(f'"tool": "{name}"' for name in ("fail", *FAULTS))
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object"}}
-    for name in ("echo", "named", "fail", "ask", "progress", "vendor", "slow")
+    for name in ("echo", "named", "fail", "ask", "progress", "vendor", "slow", *FAULTS)
 ]
 
 
@@ -81,6 +84,8 @@ class Upstream:
                 return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error})
             if name == "progress":
                 return await self._stream(request, id_, params)
+            if name in FAULTS:
+                return await self._fault(request, name)
             if name == "slow":
                 await asyncio.sleep(0.3)
             result = _result(name, params.get("arguments") or {})
@@ -91,6 +96,17 @@ class Upstream:
             return web.json_response({"jsonrpc": "2.0", "id": id_, "error": error})
         result = {"resultType": "complete", **result}
         return web.json_response({"jsonrpc": "2.0", "id": id_, "result": result})
+
+    async def _fault(self, request: web.Request, name: str) -> web.Response:
+        """No answer in time, the connection dropped, a 500, or JSON that is no answer."""
+        if name == "hang":
+            await asyncio.sleep(5)
+        elif name == "drop":
+            assert request.transport is not None
+            request.transport.close()
+        elif name == "broken":
+            return web.Response(status=500, text="Internal Server Error at /srv/app.py")
+        return web.json_response({"not": "json-rpc"})
 
     async def _stream(
         self, request: web.Request, id_: Any, params: dict[str, Any]
@@ -207,5 +223,43 @@ async def test_calls_in_flight_at_once_each_get_their_own_answer(tmp_path: Path)
                     assert text == ("slow" if i % 4 == 0 else f"t{i}")
                 async with http.get(gw.url("/metrics")) as response:
                     assert _passed(await response.text()) == 40
+    finally:
+        await runner.cleanup()
+
+
+def _same(reply: Reply) -> tuple[int, str]:
+    """What a client hears, but the request id a gateway names in its own errors (each
+    gateway numbers its requests its own way)."""
+    return reply.status, re.sub(r"request id [0-9a-f]+", "request id N", json.dumps(reply.messages))
+
+
+async def test_what_the_client_is_told_when_the_upstream_fails_after_the_lane_sent(
+    tmp_path: Path,
+) -> None:
+    """A call the lane sent whose answer never comes, is lost, or cannot be used: the
+    client is told what the full path tells it, and the call reached the upstream once."""
+    upstream = Upstream()
+    runner, url = await serve(upstream.handle)
+    route = f"/mcp={url},timeout=1"
+    try:
+        with (
+            gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
+            gateway(
+                route, extra=("--no-pass-through",), tmp_path=tmp_path, expected_errors=FAILED
+            ) as off,
+        ):
+            async with aiohttp.ClientSession() as http:
+                for gw in (on, off):
+                    listing = modern_request(1, "tools/list")
+                    await post(http, gw.url("/mcp"), listing, modern_headers("tools/list"))
+                for name in FAULTS:
+                    heard_on = await _ask(http, on, name, 9)
+                    heard_off = await _ask(http, off, name, 9)
+                    assert _same(heard_on) == _same(heard_off), name
+                    assert "error" in heard_on.message, (name, heard_on.message)
+                    assert upstream.calls[name] == 2, name
+                    assert "/srv/app.py" not in heard_on.text
+                async with http.get(on.url("/metrics")) as response:
+                    assert _passed(await response.text()) == 0
     finally:
         await runner.cleanup()
