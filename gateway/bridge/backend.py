@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, ServerProfile
+from gateway.core import Call, Exchange, ServerProfile
 from gateway.protocol import AdapterSet
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, Verdict
@@ -101,7 +101,7 @@ class Backend:
         return profile
 
     async def pass_through(
-        self, call: Call, version: str, principal: str, forward_headers: dict[str, str]
+        self, call: Call, version: str, exchange: Exchange
     ) -> dict[str, Any] | Held | None:
         """The pass-through lane's send (gateway/upstream/passthrough.py): the call's
         plain result, its reply held for the full path, or None (not sent: a route
@@ -109,7 +109,7 @@ class Backend:
         the link will not pass)."""
         if self.targets is not None:
             return None
-        return await self.link.pass_through(call, version, principal, forward_headers)
+        return await self.link.pass_through(call, version, exchange)
 
     @property
     def upstream_revision(self) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from gateway.core import Answer, Ask, AskKind
+from gateway.core import Answer, Ask, AskKind, Operation
 from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 
 
@@ -25,6 +25,7 @@ class Adapter2025_06_18(Adapter2025_03_26):
     client_capabilities = Adapter2025_03_26.client_capabilities | {"elicitation"}
     result_fields = frozenset({"structuredContent"})
     content_meta = True
+    verbatim_operations = frozenset({Operation.TOOLS_CALL, Operation.PROMPTS_GET})
     structured_content = "object"
     version_header = True
 

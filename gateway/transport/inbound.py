@@ -19,7 +19,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -56,6 +56,7 @@ from gateway.transport.route import Route
 from gateway.transport.sessions import Session, SessionStore
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 # A finished call's outcome as the log, the metrics and the spans spell it.
 OUTCOME_NAMES: dict[type, str] = {Value: "ok", InputRequired: "input_required"}
@@ -366,38 +367,78 @@ class Runner:
             message = adapter.encode_failure(call.id, refused, call.operation)
             log_refusal(self.route.path, adapter.http_status(refused), refused)
             return Response(message, adapter.http_status(refused))
-        held: Held | None = None
+        prepared: Exchange | None = None
         try:
             if tracing.active is not None:  # OpenTelemetry on: the call as a server span
                 return await tracing.active.serve(self._run, self.route, arrival, call, send)
             if passthrough.qualifies(self.route, arrival, call):
-                started = time.perf_counter()
-                sent = await passthrough.send(self.route, arrival, call)
-                if isinstance(sent, dict):
-                    if self.route.observer is not None:
-                        profile = ServerProfile()
-                        self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
-                    return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
-                held = sent
-            return await self._run(arrival, call, send, held)
+                passed = await self._pass(arrival, call, send)
+                if isinstance(passed, Response):
+                    return passed
+                prepared = passed
+            return await self._run(arrival, call, send, prepared)
         finally:
             calls.release(arrival.principal)
-            if held is not None:
-                await held.aclose()
+            held = prepared.extra.get(HELD) if prepared is not None else None
+            if isinstance(held, Held):
+                await held.aclose()  # if the full path never took it
+
+    async def _pass(
+        self, arrival: Arrival, call: Call, send: Send | None
+    ) -> Response | Exchange | None:
+        """The pass-through lane (transport/passthrough.py): the call's answer, or the
+        exchange whose held reply the full path reads on; None: nothing was sent.  The
+        exchange is the full path's own: a question the upstream asks off the call's
+        stream while the lane waits reaches the client as it would there."""
+        started = time.perf_counter()
+        profile = await self.profile(arrival)
+        if isinstance(profile, Failure):
+            return None
+        exchange = self._exchange(arrival, profile, call, send)
+        sending = self.route.backend.pass_through(call, arrival.adapter.version, exchange)
+        running = arrival.running if self.answer_cancelled else None
+        sent: dict[str, Any] | Held | Outcome | None
+        if running is None or call.id is None:
+            sent = await _outcome(sending)
+        else:  # a task the client's cancellation can stop, as the full path's call is
+            task = asyncio.ensure_future(sending)
+            running[call.id] = task
+            try:
+                sent = await _outcome(task)
+            finally:
+                if running.get(call.id) is task:
+                    del running[call.id]
+        if sent is None:
+            return None
+        if isinstance(sent, Failure | Value):  # cancelled by the client, or a fault
+            return await self._run(arrival, call, send, exchange, settled=sent)
+        if isinstance(sent, Held):
+            exchange.extra[HELD] = sent
+            return exchange
+        if self.route.observer is not None:
+            self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
+        return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
 
     async def _run(
-        self, arrival: Arrival, call: Call, send: Send | None, held: Held | None = None
+        self,
+        arrival: Arrival,
+        call: Call,
+        send: Send | None,
+        prepared: Exchange | None = None,
+        settled: Outcome | None = None,
     ) -> Response:
+        """The full path; ``prepared``: the exchange the pass-through lane sent on,
+        ``settled``: the outcome it came to that is not the upstream's answer."""
         started = time.perf_counter()
         adapter = arrival.adapter
         outcome: Outcome
         profile = await self.profile(arrival)
         if isinstance(profile, Failure):
             outcome, profile = profile, ServerProfile()
+        elif settled is not None:
+            outcome = settled
         else:
-            exchange = self._exchange(arrival, profile, call, send)
-            if held is not None:  # sent by the pass-through lane: read on from there
-                exchange.extra[HELD] = held
+            exchange = prepared or self._exchange(arrival, profile, call, send)
             policy = self.route.policy
             if policy is not None:  # exposure and rate limits, then the call (or its pages)
                 handle = functools.partial(self._handle, arrival, exchange=exchange)
@@ -562,7 +603,9 @@ class Runner:
         self.sessions.close_all()
 
 
-async def _outcome(work: Awaitable[Outcome], graceful: Callable[[], bool] | None = None) -> Outcome:
+async def _outcome(
+    work: Awaitable[T], graceful: Callable[[], bool] | None = None
+) -> T | Failure | Value:
     """The call's outcome, a Failure raised or a cancellation by the client included.
     ``graceful()``: the cancellation was the gateway ending a listen, which ends as
     the spec asks (an empty result)."""

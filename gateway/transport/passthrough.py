@@ -11,16 +11,18 @@ A call qualifies when the route allows it (``--pass-through``, the default) and
 nothing would rewrite the call or its answer: no policy, no console recording
 bodies, no tracing, one upstream target; a request of an operation its revision
 passes (``Adapter.verbatim_operations``), carrying no state, answers or task; and
-the upstream already known to speak the client's revision.  Whatever the upstream
-answers that is not a plain result goes on through the full path from where the
-lane stopped, so the client hears what the full path would have said.
+the upstream known to speak the client's revision, with somewhere to send it at
+once (the link decides: a stateless upstream's Streamable HTTP, a handshake-era
+client session's own upstream session once open).  Whatever the upstream answers
+that is not a plain result goes on through the full path from where the lane
+stopped, so the client hears what the full path would have said
+(docs/using/operations.md, "The pass-through lane").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gateway.bridge.backend import Held
 from gateway.core import Call, tracing
 from gateway.transport.route import Route
 
@@ -41,12 +43,4 @@ def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
         and not call.client.tasks
         and "task" not in call.params
         and call.operation in arrival.adapter.verbatim_operations
-    )
-
-
-async def send(route: Route, arrival: Arrival, call: Call) -> dict[str, Any] | Held | None:
-    """The call sent by the lane: its plain result, its reply held for the full
-    path, or None when the upstream side will not pass it (nothing was sent)."""
-    return await route.backend.pass_through(
-        call, arrival.adapter.version, arrival.principal, arrival.forwarded
     )

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from functools import partial
@@ -30,6 +31,7 @@ from gateway.core import (
     MAY_ASK,
     Call,
     ClientContext,
+    Downstream,
     Event,
     Exchange,
     Failure,
@@ -41,7 +43,7 @@ from gateway.core import (
 from gateway.core.redaction import safe_url
 from gateway.protocol import Adapter, AdapterSet
 from gateway.upstream import passthrough, retry
-from gateway.upstream.calls import Calls, Channel, QuestionBounds, quiet
+from gateway.upstream.calls import Calls, Channel, QuestionBounds, must_notify, quiet
 from gateway.upstream.carriers.base import Carrier, CarrierError, carrier_failure, start_carrier
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.carriers.legacy_sse import open_legacy_sse_probe
@@ -361,36 +363,51 @@ class UpstreamLink:
             raise outcome
 
     async def pass_through(
-        self, call: Call, version: str, principal: str, forward_headers: dict[str, str]
+        self,
+        call: Call,
+        version: str,
+        exchange: Exchange,
     ) -> dict[str, Any] | passthrough.Held | None:
         """A call of a client of ``version`` sent by the pass-through lane
         (upstream/passthrough.py); None: it takes the full path (nothing was sent):
-        the upstream's era unknown or another revision, a carrier other than
-        Streamable HTTP, or a tool whose list this caller has not read yet."""
+        the upstream's era unknown or another revision, a tool whose list this caller
+        has not read yet; a stateless upstream not on Streamable HTTP; a handshake-era
+        one whose client session (``downstream``) has no open upstream session of its
+        own yet (its opening, roots and pools are the full path's).  The call is in
+        flight on its session meanwhile, under ``exchange`` (the full path's own)."""
         verdict = self.verdict
         if (
             verdict is None
-            or verdict.adapter.has_handshake
             or verdict.adapter.version != version
-            or self._primary is not self._streamable
             or call.operation not in verdict.adapter.verbatim_operations
         ):
             return None
+        channel = self._channel(verdict.adapter, exchange.downstream)
         name = call.params.get("name")
-        facts = self._tools.known(principal, name) if isinstance(name, str) else None
-        if not passthrough.tool_plain(call.operation, facts):
+        facts = self._tools.known(exchange.principal, name) if isinstance(name, str) else None
+        headers = not verdict.adapter.has_handshake
+        if channel is None or not passthrough.tool_plain(call.operation, facts, headers):
             return None
-        deadline = self._calls.deadline
         upstream_id = next(self._calls.ids)
-        return await passthrough.send(
-            verdict.adapter,
-            self._primary,
-            call,
-            upstream_id,
-            forward_headers,
-            deadline,
-            verdict.profile,
+        sending = passthrough.Sending(
+            verdict.adapter, channel.carrier, upstream_id, self._calls.deadline, verdict.profile
         )
+        if must_notify(verdict.adapter, channel.carrier):
+            sending.on_cancel = partial(self._calls.cancel_quietly, channel.carrier)
+        return await sending.send(call, exchange, channel)
+
+    def _channel(self, adapter: Adapter, downstream: Downstream | None) -> Channel | None:
+        """Where the lane sends: a stateless upstream's Streamable HTTP carrier, or the
+        client session's own upstream session, open and holding no roots of a pool."""
+        if not adapter.has_handshake:
+            return Channel(adapter, self._primary) if self._primary is self._streamable else None
+        if downstream is None or downstream.ended or self._shared:
+            return None
+        session = self._sessions.find("s:" + downstream.key)
+        if session is None or session.closed or session.roots is not None:
+            return None
+        session.last_used = time.monotonic()
+        return session
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.core import Call, Exchange, Operation, ServerProfile
 from gateway.protocol import Adapter
@@ -27,6 +27,9 @@ from gateway.upstream.carriers.base import (
     UpstreamReply,
     is_response_to,
 )
+
+if TYPE_CHECKING:
+    from gateway.upstream.calls import Channel  # which imports this module
 
 # Where a held reply travels to the full path (``Exchange.extra``).
 HELD = "held"
@@ -63,44 +66,75 @@ def held_of(exchange: Exchange) -> Held | None:
     return held
 
 
-async def send(
-    adapter: Adapter,
-    carrier: Carrier,
-    call: Call,
-    upstream_id: int,
-    forward_headers: dict[str, str],
-    deadline: float | None,
-    profile: ServerProfile,
-) -> dict[str, Any] | Held:
-    """``call`` sent on ``carrier`` in ``adapter``'s revision: its plain result, or
-    the reply held for the full path."""
-    sent = replace(call, progress_token=upstream_id) if call.progress_token is not None else call
-    message, own = adapter.client_outgoing(sent, upstream_id, None)
-    headers = {**forward_headers, **own}
-    reply: UpstreamReply | None = None
-    try:
-        async with asyncio.timeout(deadline):
-            reply = await carrier.request(message, headers)
-            first = await anext(reply.messages, None)
-    except CarrierError as exc:
-        await _close(reply)
-        return Held(upstream_id, headers, error=exc)
-    except TimeoutError:
-        await _close(reply)
-        late = CarrierError(f"no answer within the route's timeout of {deadline:g} s", timeout=True)
-        return Held(upstream_id, headers, error=late)
-    except BaseException:
-        await _close(reply)
-        raise
-    assert reply is not None
-    if first is not None and is_response_to(first, upstream_id, reply.status):
-        plain = reply.status == 200
-        result = adapter.verbatim_result(call.operation, first, profile) if plain else None
+@dataclass(slots=True)
+class Sending:
+    """One call the lane sends: in ``adapter``'s revision on ``carrier``, as the full
+    path would (the same request id and progress token rewriting), within the route's
+    ``deadline``; ``on_cancel(headers, id, reason)`` tells the upstream a call its
+    client left is over, where closing the request does not (a handshake-era one)."""
+
+    adapter: Adapter
+    carrier: Carrier
+    upstream_id: int
+    deadline: float | None
+    profile: ServerProfile
+    on_cancel: Callable[[Mapping[str, str], int, str], None] | None = None
+
+    async def send(self, call: Call, exchange: Exchange, channel: Channel) -> dict[str, Any] | Held:
+        """The call's plain result, or its reply held for the full path; in flight on
+        the channel's session meanwhile (a question off the call's stream is its)."""
+        upstream_id, token, inflight = self.upstream_id, call.progress_token, channel.inflight
+        sent = replace(call, progress_token=upstream_id) if token is not None else call
+        message, own = self.adapter.client_outgoing(sent, upstream_id, channel.session_id)
+        headers = {**exchange.forward_headers, **own}
+        if inflight is not None:
+            inflight.calls[upstream_id] = (exchange, token)
+        try:
+            return await self._send(call, message, headers)
+        finally:
+            if inflight is not None:  # the full path puts it back if it reads on
+                inflight.calls.pop(upstream_id, None)
+
+    async def _send(
+        self, call: Call, message: Message, headers: dict[str, str]
+    ) -> dict[str, Any] | Held:
+        upstream_id = self.upstream_id
+        reply: UpstreamReply | None = None
+        try:
+            async with asyncio.timeout(self.deadline):
+                reply = await self.carrier.request(message, headers)
+                first = await anext(reply.messages, None)
+        except CarrierError as exc:
+            await _close(reply)
+            return Held(upstream_id, headers, error=exc)
+        except TimeoutError:
+            await _close(reply)
+            late = f"no answer within the route's timeout of {self.deadline:g} s"
+            return Held(upstream_id, headers, error=CarrierError(late, timeout=True))
+        except asyncio.CancelledError:
+            await _close(reply)
+            if self.on_cancel is not None:
+                self.on_cancel(headers, upstream_id, "client went away")
+            raise
+        assert reply is not None
+        result = await self._plain(call, reply, first)
+        if result is not None:
+            return result
+        return Held(upstream_id, headers, replace(reply, messages=_again(first, reply.messages)))
+
+    async def _plain(
+        self, call: Call, reply: UpstreamReply, first: Message | None
+    ) -> dict[str, Any] | None:
+        """The result of a first message that is the call's plain answer (the reply
+        closed then); None: the full path reads on."""
+        if first is None or reply.status != 200:
+            return None
+        if not is_response_to(first, self.upstream_id, reply.status):
+            return None
+        result = self.adapter.verbatim_result(call.operation, first, self.profile)
         if result is not None:
             await reply.aclose()
-            return result
-    messages = _again(first, reply.messages) if first is not None else reply.messages
-    return Held(upstream_id, headers, replace(reply, messages=messages))
+        return result
 
 
 async def _close(reply: UpstreamReply | None) -> None:
@@ -109,10 +143,11 @@ async def _close(reply: UpstreamReply | None) -> None:
             await reply.aclose()
 
 
-async def _again(first: Message, rest: AsyncIterator[Message]) -> AsyncIterator[Message]:
+async def _again(first: Message | None, rest: AsyncIterator[Message]) -> AsyncIterator[Message]:
     """The reply's messages with the one already read put back in front."""
     try:
-        yield first
+        if first is not None:
+            yield first
         async for message in rest:
             yield message
     finally:
@@ -121,14 +156,12 @@ async def _again(first: Message, rest: AsyncIterator[Message]) -> AsyncIterator[
             await closer()
 
 
-def tool_plain(operation: Operation, facts: Any) -> bool:
-    """A tools/call's tool, as the caller's list said: known, no header parameters to
-    mint or check, and not a task-only tool (prompts need no facts)."""
+def tool_plain(operation: Operation, facts: Any, headers: bool) -> bool:
+    """A tools/call's tool, as the caller's list said: not a task-only tool, and where
+    the upstream takes ``headers`` (Streamable HTTP of the stateless era), known, with
+    no header parameters to mint or check (prompts need no facts)."""
     if operation is not Operation.TOOLS_CALL:
         return True
-    return (
-        facts is not None
-        and not facts.param_paths
-        and not facts.declared
-        and facts.task_support != "required"
-    )
+    if facts is None:
+        return not headers
+    return not facts.param_paths and not facts.declared and facts.task_support != "required"

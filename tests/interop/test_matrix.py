@@ -263,41 +263,48 @@ def test_interactive_cell(matrix_gateway: RunningGateway, client_rev: str, serve
     )
 
 
-MODERN = REVISIONS[-1]
+# The revisions whose calls the pass-through lane may answer (client and server alike).
+PASSING = ["2025-06-18", "2025-11-25", "2026-07-28"]
 
 
 @pytest.fixture(scope="module")
 def full_path_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
-    """The newest revision's server behind a gateway with the pass-through lane off."""
-    server = peer(SERVERS[MODERN])
+    """Those revisions' servers behind a gateway with the pass-through lane off."""
     with ExitStack() as stack:
-        url = stack.enter_context(running_server(server, server.http_transport()))
-        assert isinstance(url, str)
-        route = f"{route_of(MODERN)}={url},timeout=20{route_options(server)}"
+        routes = []
+        for revision in PASSING:
+            server = peer(SERVERS[revision])
+            url = stack.enter_context(running_server(server, server.http_transport()))
+            assert isinstance(url, str)
+            routes.append(f"{route_of(revision)}={url},timeout=20{route_options(server)}")
         tmp = tmp_path_factory.mktemp("gw-full")
-        yield stack.enter_context(gateway(route, extra=("--no-pass-through",), tmp_path=tmp))
+        yield stack.enter_context(gateway(*routes, extra=("--no-pass-through",), tmp_path=tmp))
 
 
-def _passed(gw: RunningGateway) -> float:
-    """Calls the gateway's pass-through lane answered on the newest revision's route."""
+def _passed(gw: RunningGateway, revision: str) -> float:
+    """Calls the gateway's pass-through lane answered on a revision's route."""
     with urllib.request.urlopen(gw.url("/metrics"), timeout=10) as response:
         text = response.read().decode()
-    label = f'gateway_pass_through_total{{route="{route_of(MODERN)}"}} '
+    label = f'gateway_pass_through_total{{route="{route_of(revision)}"}} '
     return sum(float(line[len(label) :]) for line in text.splitlines() if line.startswith(label))
 
 
 @pytest.mark.parametrize("scenario", ["basic", "interactive"])
+@pytest.mark.parametrize("revision", PASSING)
 def test_the_same_revision_on_both_paths(
-    matrix_gateway: RunningGateway, full_path_gateway: RunningGateway, scenario: str
+    matrix_gateway: RunningGateway,
+    full_path_gateway: RunningGateway,
+    revision: str,
+    scenario: str,
 ) -> None:
-    """A 2026-07-28 client of a 2026-07-28 server: every step holds with the
+    """A client and a server of the same revision: every step holds with the
     pass-through lane on (which then answers calls) and off (which never does)."""
-    client, server = peer(CLIENTS[MODERN]), peer(SERVERS[MODERN])
+    client, server = peer(CLIENTS[revision]), peer(SERVERS[revision])
     check = check_cell if scenario == "basic" else check_interactive
-    before = _passed(matrix_gateway)
+    before = _passed(matrix_gateway, revision)
     for gw in (matrix_gateway, full_path_gateway):
-        out = run_client(client, gw.url(route_of(MODERN)), client.http_transport(), scenario)
-        failed = {k: v for k, v in check(out, MODERN, server).items() if v != "ok"}
+        out = run_client(client, gw.url(route_of(revision)), client.http_transport(), scenario)
+        failed = {k: v for k, v in check(out, revision, server).items() if v != "ok"}
         assert not failed, f"{scenario}: {json.dumps(failed, indent=1)}\n{gw.log()[-3000:]}"
-    assert _passed(matrix_gateway) > before
-    assert _passed(full_path_gateway) == 0
+    assert _passed(matrix_gateway, revision) > before
+    assert _passed(full_path_gateway, revision) == 0

@@ -71,6 +71,12 @@ KNOWN_CLIENT_CAPABILITIES = frozenset(
 )
 # Result fields that only exist on some revisions.
 KNOWN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope", "structuredContent"})
+# The fields of a result the pass-through lane hands on as sent, by operation (with
+# those of ``result_fields`` the revision has, but its caching hints).
+VERBATIM_FIELDS = {
+    Operation.TOOLS_CALL: frozenset({"content", "isError", "_meta"}),
+    Operation.PROMPTS_GET: frozenset({"description", "messages", "_meta"}),
+}
 
 
 def keep(item: dict[str, Any], known: frozenset[str], allowed: frozenset[str]) -> dict[str, Any]:
@@ -264,6 +270,50 @@ class Projection(AdapterBase):
             ):
                 blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
         return out
+
+    def verbatim_result(
+        self, operation: Operation, message: dict[str, Any], profile: ServerProfile
+    ) -> dict[str, Any] | None:
+        """The result of an upstream's response (of this revision) that its client may
+        have exactly as sent, since projecting it would change nothing; None: it takes
+        the full path (an error, a question, anything the projection reworks).  Only
+        revisions whose content blocks pass whole (``content_meta``) have such."""
+        result = message.get("result")
+        if type(result) is not dict or "error" in message or not self.content_meta:
+            return None
+        allowed = VERBATIM_FIELDS.get(operation)
+        if allowed is None or not result.keys() <= allowed | self.result_fields:
+            return None
+        meta = result.get("_meta")
+        if meta is not None and type(meta) is not dict:
+            return None
+        if operation is Operation.TOOLS_CALL:
+            blocks = result.get("content", ())
+            if "structuredContent" in result and not self._fits(result["structuredContent"]):
+                return None
+        else:
+            messages = result.get("messages", ())
+            if type(messages) is not list or any(type(m) is not dict for m in messages):
+                return None
+            blocks = [m.get("content") for m in messages]
+        if type(blocks) not in (list, tuple) or not all(map(self._whole, blocks)):
+            return None
+        return result
+
+    def _fits(self, structured: Any) -> bool:
+        """``structuredContent`` this revision carries as it is."""
+        kind = self.structured_content
+        return kind == "any" or (kind == "object" and isinstance(structured, dict))
+
+    def _whole(self, block: Any) -> bool:
+        """A content block ``project_content`` leaves as it is."""
+        if type(block) is not dict or block.get("type") not in self.content_types:
+            return False
+        return not (
+            block["type"] == "resource_link"
+            and "icons" in block
+            and "icons" not in self.resource_fields
+        )
 
     def project_message(self, message: Any) -> Any:
         if isinstance(message, dict) and "content" in message:

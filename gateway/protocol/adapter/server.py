@@ -378,14 +378,6 @@ class AdapterServerRole(Projection):
             return self.encode_input_required(call, profile, outcome)
         return self.encode_failure(call.id, outcome, call.operation)
 
-    def verbatim_result(
-        self, operation: Operation, message: Message, profile: ServerProfile
-    ) -> dict[str, Any] | None:
-        """The result of an upstream's response (of this revision) that its client may
-        have exactly as sent, since projecting it would change nothing; None: it takes
-        the full path (an error, a question, a task, anything the projection reworks)."""
-        return None
-
     def encode_verbatim(self, call: Call, result: dict[str, Any]) -> Message:
         return rpc.result(call.id, result)
 

@@ -52,13 +52,6 @@ LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 # The per-request protocol keys: consumed on decode, re-stamped on the way out.
-# The fields of a result the pass-through lane hands on as sent, by operation.
-_VERBATIM = {
-    Operation.TOOLS_CALL: frozenset(
-        {"content", "structuredContent", "isError", "_meta", "resultType"}
-    ),
-    Operation.PROMPTS_GET: frozenset({"description", "messages", "_meta", "resultType"}),
-}
 PROTOCOL_META_KEYS = frozenset({PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL})
 # subscriptions/listen: the acknowledgement, and the filter's keys (list changes by
 # the notification each opts into, and the resource URIs watched).
@@ -383,31 +376,12 @@ class StatelessEra(Adapter):
     def verbatim_result(
         self, operation: Operation, message: Message, profile: ServerProfile
     ) -> dict[str, Any] | None:
-        """A complete result with only this revision's fields and content types: what
-        ``project_result`` would return, its two defaults (``resultType``, the
-        server's name in ``_meta``) filled in the same way."""
-        result = message.get("result")
-        if type(result) is not dict or "error" in message or operation not in _VERBATIM:
+        """A complete result, whole as the projection sees it, its two defaults (
+        ``resultType``, the server's name in ``_meta``) filled in the same way."""
+        result = super().verbatim_result(operation, message, profile)
+        if result is None or result.get("resultType", "complete") != "complete":
             return None
         meta = result.get("_meta")
-        if result.get("resultType", "complete") != "complete" or (
-            meta is not None and type(meta) is not dict
-        ):
-            return None
-        if not result.keys() <= _VERBATIM[operation]:
-            return None
-        if operation is Operation.TOOLS_CALL:
-            blocks = result.get("content", ())
-        else:
-            messages = result.get("messages", ())
-            if type(messages) is not list or any(type(m) is not dict for m in messages):
-                return None
-            blocks = [m.get("content") for m in messages]
-        if type(blocks) not in (list, tuple):
-            return None
-        types = self.content_types
-        if any(type(b) is not dict or b.get("type") not in types for b in blocks):
-            return None
         if meta is None or SERVER_INFO not in meta or "resultType" not in result:
             named = {SERVER_INFO: self.describe_implementation(profile.info), **(meta or {})}
             return {**result, "resultType": "complete", "_meta": named}

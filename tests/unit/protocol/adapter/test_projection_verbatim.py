@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core import Operation, ServerProfile
+from gateway.protocol.selection import DEFAULT_ADAPTERS
 from gateway.protocol.v2024_11_05 import Adapter2024_11_05
-from gateway.protocol.v2025_11_25 import Adapter2025_11_25
+from gateway.protocol.v2025_03_26 import Adapter2025_03_26
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
@@ -28,7 +29,12 @@ _json = st.recursive(
 _block = st.one_of(
     st.fixed_dictionaries(
         {"type": st.sampled_from(["text", "image", "audio", "resource", "resource_link", "x", 3])},
-        optional={"text": st.text(max_size=5), "_meta": _json, "annotations": _json},
+        optional={
+            "text": st.text(max_size=5),
+            "_meta": _json,
+            "annotations": _json,
+            "icons": _json,
+        },
     ),
     _json,
 )
@@ -55,17 +61,19 @@ _result = st.fixed_dictionaries({}, optional=_fields)
 
 @settings(max_examples=600)
 @given(
+    adapter=st.sampled_from([kind() for kind in DEFAULT_ADAPTERS]),
     operation=st.sampled_from([Operation.TOOLS_CALL, Operation.PROMPTS_GET]),
     result=_result,
 )
 def test_what_passes_is_what_the_projection_makes(
-    operation: Operation, result: dict[str, Any]
+    adapter: Any, operation: Operation, result: dict[str, Any]
 ) -> None:
-    passed = ADAPTER.verbatim_result(
-        operation, {"jsonrpc": "2.0", "id": 1, "result": result}, PROFILE
-    )
+    """For every revision: a result let through equals its full-path projection."""
+    message = {"jsonrpc": "2.0", "id": 1, "result": result}
+    passed = adapter.verbatim_result(operation, message, PROFILE)
     if passed is not None:
-        assert passed == ADAPTER.project_result(operation, result, PROFILE)
+        assert operation in adapter.verbatim_operations
+        assert passed == adapter.project_result(operation, result, PROFILE)
 
 
 def test_the_usual_answers_pass() -> None:
@@ -99,8 +107,10 @@ def test_what_takes_the_full_path() -> None:
     assert ADAPTER.verbatim_result(Operation.TOOLS_CALL, error, PROFILE) is None
 
 
-def test_handshake_revisions_pass_nothing_yet() -> None:
+def test_revisions_whose_blocks_are_reworked_pass_nothing() -> None:
+    """Before 2025-06-18 a block's ``_meta`` and annotations are projected away: the
+    full path's to do."""
     plain = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
-    for adapter in (Adapter2025_11_25(), Adapter2024_11_05()):
+    for adapter in (Adapter2025_03_26(), Adapter2024_11_05()):
         assert not adapter.verbatim_operations
         assert adapter.verbatim_result(Operation.TOOLS_CALL, plain, PROFILE) is None
