@@ -2,6 +2,7 @@
 
     python -m bench.lanes                  # 4 rotating rounds of 4 s a lane, 16 connections
     python -m bench.lanes --rounds 2 --seconds 2 --json
+    python -m bench.lanes --full-path      # also both same-revision lanes with --no-pass-through
 
 Two upstreams (the demo server, 2025-11-25, and bench.upstreams' 2026-07-28 echo
 server), a byte-forwarding aiohttp proxy on uvloop (bench/refproxy.py) and a
@@ -25,7 +26,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.clientside import LANES  # the same six lanes, the one list of them
+from bench.clientside import LANES, Lane  # the same six lanes, the one list of them
 from bench.procs import Lab
 from bench.wire import LEGACY, MODERN
 
@@ -34,6 +35,12 @@ CONNECTIONS = 16
 
 # What the issue's targets ask of each gateway lane (its ratio to the proxy's).
 TARGETS = {"same-L": 0.97, "same-M": 0.97, "cross-L": 0.95, "cross-M": 0.92}
+# With --full-path: the same-revision lanes again through gateways whose pass-through
+# lane is off (every call down the full path), in the same rotation.
+FULL_PATH = (
+    Lane("full-L", "2025-11-25 -> gw, no pass-through -> 2025-11-25", LEGACY, "gwfull-L", "ref-L"),
+    Lane("full-M", "2026-07-28 -> gw, no pass-through -> 2026-07-28", MODERN, "gwfull-M", "ref-M"),
+)
 
 
 def load(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
@@ -46,35 +53,45 @@ def load(url: str, revision: str, connections: int, seconds: float) -> dict[str,
     return figures
 
 
-def urls(lab: Lab) -> dict[str, str]:
-    """Where each path answers: the upstreams, and a proxy and a gateway before each."""
+def urls(lab: Lab, full_path: bool = False) -> dict[str, str]:
+    """Where each path answers: the upstreams, and a proxy and a gateway before each
+    (``full_path``: and a gateway with its pass-through lane off)."""
     up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
         found[f"ref-{k}"] = lab.refproxy(f"ref-{k}", u.url, extra=["--uvloop"]).url
         found[f"gw-{k}"] = lab.gateway(f"gw-{k}", u.url, uvloop=True).url
+        if full_path:
+            full = lab.gateway(f"gwfull-{k}", u.url, uvloop=True, extra=["--no-pass-through"])
+            found[f"gwfull-{k}"] = full.url
     return found
 
 
-def throughput(where: dict[str, str], rounds: int, seconds: float) -> dict[str, list[float]]:
-    rps: dict[str, list[float]] = {lane.key: [] for lane in LANES}
+def throughput(
+    where: dict[str, str], rounds: int, seconds: float, lanes: tuple[Lane, ...] = LANES
+) -> dict[str, list[float]]:
+    rps: dict[str, list[float]] = {lane.key: [] for lane in lanes}
     for r in range(rounds):
-        for lane in LANES[r % len(LANES) :] + LANES[: r % len(LANES)]:
+        for lane in lanes[r % len(lanes) :] + lanes[: r % len(lanes)]:
             cell = load(where[lane.mid], lane.client, CONNECTIONS, seconds)
             rps[lane.key].append(cell["calls"] / cell["seconds"])
     return rps
 
 
-def latency(where: dict[str, str], seconds: float) -> dict[str, float]:
+def latency(
+    where: dict[str, str], seconds: float, lanes: tuple[Lane, ...] = LANES
+) -> dict[str, float]:
     """p50 at one connection: every lane, and the direct call to each upstream."""
-    paths = [(lane.key, where[lane.mid], lane.client) for lane in LANES]
+    paths = [(lane.key, where[lane.mid], lane.client) for lane in lanes]
     paths += [("direct-L", where["up-L"], LEGACY), ("direct-M", where["up-M"], MODERN)]
     return {key: load(url, rev, 1, seconds)["p50_ms"] for key, url, rev in paths}
 
 
-def report(rps: dict[str, list[float]], p50: dict[str, float]) -> dict[str, Any]:
+def report(
+    rps: dict[str, list[float]], p50: dict[str, float], lanes_run: tuple[Lane, ...] = LANES
+) -> dict[str, Any]:
     lanes = {}
-    for lane in LANES:
+    for lane in lanes_run:
         median = statistics.median(rps[lane.key])
         reference = statistics.median(rps[lane.reference])
         direct = p50[f"direct-{lane.mid[-1]}"]
@@ -107,11 +124,13 @@ def render(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measure(rounds: int, seconds: float) -> dict[str, Any]:
+def measure(rounds: int, seconds: float, full_path: bool = False) -> dict[str, Any]:
     lab = Lab()
+    lanes = LANES + FULL_PATH if full_path else LANES
     try:
-        where = urls(lab)
-        return report(throughput(where, rounds, seconds), latency(where, seconds / 2))
+        where = urls(lab, full_path)
+        rps = throughput(where, rounds, seconds, lanes)
+        return report(rps, latency(where, seconds / 2, lanes), lanes)
     finally:
         lab.close()
 
@@ -121,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=4.0, help="a cell's window")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--full-path", action="store_true", help="also the same-revision lanes, pass-through off"
+    )
     args = parser.parse_args(argv)
-    figures = measure(args.rounds, args.seconds)
+    figures = measure(args.rounds, args.seconds, args.full_path)
     print(json.dumps(figures, indent=2) if args.json else render(figures))
     return 0
 

@@ -590,7 +590,11 @@ class UpstreamLink:
     async def _lookup(self, call: Call, exchange: Exchange) -> ToolFacts | None:
         """The facts of the called tool, the caller's list read quietly if need be."""
         index = self._tools.of(exchange.principal)
-        return await index.lookup(call, partial(self.handle, exchange=quiet(exchange)))
+
+        async def read(listing: Call) -> Outcome:  # only for a tool never listed
+            return await self.handle(listing, quiet(exchange))
+
+        return await index.lookup(call, read)
 
     async def _param_headers(
         self, adapter: Adapter, call: Call, exchange: Exchange

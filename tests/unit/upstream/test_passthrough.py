@@ -1,0 +1,143 @@
+"""The pass-through lane's sender on a scripted carrier: what it answers itself, what
+it holds for the full path (every message kept, in order), and what it tells the
+upstream when the client leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from gateway.core import Call, ClientContext, Exchange, Operation, ServerProfile
+from gateway.protocol.v2025_11_25 import Adapter2025_11_25
+from gateway.protocol.v2026_07_28 import Adapter2026_07_28
+from gateway.upstream.calls import Channel, InFlight
+from gateway.upstream.carriers.base import CarrierError, UpstreamReply
+from gateway.upstream.passthrough import HELD, Held, Sending, held_of
+
+ID = 7
+
+
+class Scripted:
+    """A carrier whose reply to the one request is ``messages`` (or ``fails``)."""
+
+    cancels_by_close = True
+
+    def __init__(
+        self, messages: list[dict[str, Any]], *, fails: Exception | None = None, hang: bool = False
+    ) -> None:
+        self.messages, self.fails, self.hang = messages, fails, hang
+        self.sent: list[tuple[dict[str, Any], dict[str, str]]] = []
+        self.closed = False
+        self.waiting = asyncio.Event()  # set once the reply hangs
+
+    async def request(self, message: dict[str, Any], headers: dict[str, str]) -> UpstreamReply:
+        self.sent.append((message, headers))
+        if self.fails is not None:
+            raise self.fails
+        return UpstreamReply(200, {}, self._messages())
+
+    async def _messages(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            if self.hang:
+                self.waiting.set()
+                await asyncio.Event().wait()
+            for message in self.messages:
+                yield message
+        finally:
+            self.closed = True
+
+
+def _call(adapter: Any, token: int | None = None) -> Call:
+    client = ClientContext(adapter.version, info={"name": "c", "version": "1"})
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    return Call(3, Operation.TOOLS_CALL, "tools/call", params, client, progress_token=token)
+
+
+def _sending(adapter: Any, carrier: Scripted, deadline: float | None = 5.0) -> Sending:
+    return Sending(adapter, carrier, ID, deadline, ServerProfile())  # type: ignore[arg-type]
+
+
+def _exchange(call: Call) -> Exchange:
+    return Exchange(call, "/mcp", ServerProfile(), forward_headers={"authorization": "Bearer t"})
+
+
+async def test_a_plain_result_is_the_answer_and_the_reply_is_closed() -> None:
+    adapter = Adapter2026_07_28()
+    result = {"content": [{"type": "text", "text": "hi"}]}
+    carrier = Scripted([{"jsonrpc": "2.0", "id": ID, "result": result}])
+    call = _call(adapter)
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), Channel(adapter, carrier))  # type: ignore[arg-type]
+    assert isinstance(sent, dict) and sent["content"] == result["content"]
+    assert sent["resultType"] == "complete"
+    assert carrier.closed
+    message, headers = carrier.sent[0]
+    assert message["id"] == ID and message["method"] == "tools/call"
+    assert headers["authorization"] == "Bearer t" and headers["Mcp-Name"] == "echo"
+
+
+async def test_anything_else_is_held_with_every_message_in_order() -> None:
+    adapter = Adapter2025_11_25()
+    note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": ID}}
+    error = {"jsonrpc": "2.0", "id": ID, "error": {"code": -32603, "message": "no"}}
+    carrier = Scripted([note, error])
+    call = _call(adapter, token="client-token")
+    inflight = InFlight()
+    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), channel)
+    assert isinstance(sent, Held) and sent.upstream_id == ID
+    assert carrier.sent[0][0]["params"]["_meta"]["progressToken"] == ID  # as the full path
+    assert inflight.calls == {}  # the full path registers it again as it reads on
+    exchange = _exchange(call)
+    exchange.extra[HELD] = sent
+    assert held_of(exchange) is sent and held_of(exchange) is None  # taken once
+    reply = sent.take()
+    assert [m async for m in reply.messages] == [note, error]
+    await sent.aclose()  # taken: the full path closes it, not this
+
+
+async def test_a_carrier_failure_is_held_for_the_full_path_to_word() -> None:
+    adapter = Adapter2026_07_28()
+    lost = CarrierError("the connection closed before an answer")
+    call = _call(adapter)
+    carrier = Scripted([], fails=lost)
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), Channel(adapter, carrier))  # type: ignore[arg-type]
+    assert isinstance(sent, Held)
+    with pytest.raises(CarrierError) as raised:
+        sent.take()
+    assert raised.value is lost
+
+
+async def test_no_first_message_in_time_is_the_routes_timeout() -> None:
+    adapter = Adapter2026_07_28()
+    carrier = Scripted([], hang=True)
+    call = _call(adapter)
+    sent = await _sending(adapter, carrier, deadline=0.05).send(
+        call,
+        _exchange(call),
+        Channel(adapter, carrier),  # type: ignore[arg-type]
+    )
+    assert isinstance(sent, Held) and sent.error is not None and sent.error.timeout
+    assert "timeout of 0.05 s" in str(sent.error)
+    assert carrier.closed
+
+
+async def test_a_client_that_leaves_is_cancelled_upstream_where_closing_does_not() -> None:
+    adapter = Adapter2025_11_25()
+    carrier = Scripted([], hang=True)
+    told: list[tuple[int, str]] = []
+    sending = _sending(adapter, carrier)
+    sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
+    call = _call(adapter)
+    inflight = InFlight()
+    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(sending.send(call, _exchange(call), channel))
+    await asyncio.wait_for(carrier.waiting.wait(), 5)
+    assert ID in inflight.calls  # in flight meanwhile: a question off its stream is its
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert told == [(ID, "client went away")]
+    assert inflight.calls == {} and carrier.closed
