@@ -2,6 +2,7 @@
 
     python -m bench.instructions                 # 300 calls per cell, 1 and 16 callers
     python -m bench.instructions --calls 500 --loop uvloop --json
+    python -m bench.instructions --full-path     # also same-revision gateways, --no-pass-through
 
 CPU seconds per call move by +-20% on a shared machine from minute to minute;
 instructions do not: callgrind counts what the process executes in user space,
@@ -40,7 +41,7 @@ WARM_UP = 100
 class Path_:
     label: str
     upstream: str  # legacy | modern
-    mid: str  # ref | gateway
+    mid: str  # ref | gateway | full (a gateway with its pass-through lane off)
     client: type[Client]
 
 
@@ -51,6 +52,10 @@ PATHS = [
     Path_("2026-07-28 client -> ref proxy -> modern", "modern", "ref", ModernClient),
     Path_("2026-07-28 client -> gateway -> modern", "modern", "gateway", ModernClient),
     Path_("2025-11-25 client -> gateway -> modern", "modern", "gateway", LegacyClient),
+]
+FULL_PATHS = [
+    Path_("2025-11-25 client -> gw, no pass-through -> legacy", "legacy", "full", LegacyClient),
+    Path_("2026-07-28 client -> gw, no pass-through -> modern", "modern", "full", ModernClient),
 ]
 
 
@@ -74,8 +79,10 @@ def start_mid(
         extra = ["--uvloop"] if ref_loop == "uvloop" else []
         mid = lab.refproxy(name, target, timeout=START_TIMEOUT, wrapper=wrapper, extra=extra)
     else:
-        uvloop = loop == "uvloop"
-        mid = lab.gateway(name, target, uvloop=uvloop, timeout=START_TIMEOUT, wrapper=wrapper)
+        uvloop, extra = loop == "uvloop", ["--no-pass-through"] if kind == "full" else []
+        mid = lab.gateway(
+            name, target, uvloop=uvloop, timeout=START_TIMEOUT, wrapper=wrapper, extra=extra
+        )
     return mid.proc, mid.url
 
 
@@ -122,18 +129,21 @@ async def _cell(lab: Lab, name: str, proc: Proc, clients: list[Client], calls: i
     return total / calls
 
 
-async def measure(calls: int, callers: list[int], loop: str, ref_loop: str) -> list[dict[str, Any]]:
+async def measure(
+    calls: int, callers: list[int], loop: str, ref_loop: str, full_path: bool = False
+) -> list[dict[str, Any]]:
     lab = Lab()
     rows: list[dict[str, Any]] = []
+    paths = PATHS + FULL_PATHS if full_path else PATHS
     try:
         upstreams = {kind: lab.upstream(kind) for kind in ("legacy", "modern")}
         mids = {
             (mid, kind): start_mid(lab, mid, f"{mid}-{kind}", upstreams[kind].url, loop, ref_loop)
-            for mid in ("ref", "gateway")
+            for mid in ("ref", "gateway", *(("full",) if full_path else ()))
             for kind in upstreams
         }
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-            for path in PATHS:
+            for path in paths:
                 proc, url = mids[(path.mid, path.upstream)]
                 for n in callers:
                     clients = [path.client(http, url) for _ in range(n)]
@@ -190,13 +200,16 @@ def main() -> None:
         help="the reference proxy's loop (default: the gateway's)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--full-path", action="store_true", help="also gateways with --no-pass-through"
+    )
     args = parser.parse_args()
     for program in ("valgrind", "callgrind_control"):
         if shutil.which(program) is None:
             parser.error(f"{program} is not installed (Debian: apt-get install valgrind)")
     callers = [int(n) for n in args.callers.split(",")]
     ref_loop = args.loop if args.ref_loop == "same" else args.ref_loop
-    rows = asyncio.run(measure(args.calls, callers, args.loop, ref_loop))
+    rows = asyncio.run(measure(args.calls, callers, args.loop, ref_loop, args.full_path))
     print(json.dumps(rows, indent=2) if args.json else render(rows, args.calls, args.loop))
 
 

@@ -27,7 +27,7 @@ import sys
 from typing import Any
 
 from bench.clientside import LANES, Lane  # the same six lanes, the one list of them
-from bench.procs import Lab
+from bench.procs import Lab, cpu_seconds
 from bench.wire import LEGACY, MODERN
 
 CONNECTIONS = 16
@@ -59,23 +59,42 @@ def urls(lab: Lab, full_path: bool = False) -> dict[str, str]:
     up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
-        found[f"ref-{k}"] = lab.refproxy(f"ref-{k}", u.url, extra=["--uvloop"]).url
-        found[f"gw-{k}"] = lab.gateway(f"gw-{k}", u.url, uvloop=True).url
+        mids = {
+            f"ref-{k}": lab.refproxy(f"ref-{k}", u.url, extra=["--uvloop"]),
+            f"gw-{k}": lab.gateway(f"gw-{k}", u.url, uvloop=True),
+        }
         if full_path:
-            full = lab.gateway(f"gwfull-{k}", u.url, uvloop=True, extra=["--no-pass-through"])
-            found[f"gwfull-{k}"] = full.url
+            off = ["--no-pass-through"]
+            mids[f"gwfull-{k}"] = lab.gateway(f"gwfull-{k}", u.url, uvloop=True, extra=off)
+        for key, mid in mids.items():
+            found[key] = mid.url
+            _PIDS[key] = mid.proc.pid
     return found
+
+
+# The middle processes by key: their CPU is read around each cell.
+_PIDS: dict[str, int] = {}
 
 
 def throughput(
     where: dict[str, str], rounds: int, seconds: float, lanes: tuple[Lane, ...] = LANES
 ) -> dict[str, list[float]]:
+    """Calls per second of each lane, each round; and (in ``CPU``) the middle's CPU
+    per request over all the rounds."""
     rps: dict[str, list[float]] = {lane.key: [] for lane in lanes}
+    used: dict[str, list[float]] = {lane.key: [0.0, 0.0] for lane in lanes}
     for r in range(rounds):
         for lane in lanes[r % len(lanes) :] + lanes[: r % len(lanes)]:
+            before = cpu_seconds(_PIDS[lane.mid])
             cell = load(where[lane.mid], lane.client, CONNECTIONS, seconds)
+            used[lane.key][0] += cpu_seconds(_PIDS[lane.mid]) - before
+            used[lane.key][1] += cell["sent"]
             rps[lane.key].append(cell["calls"] / cell["seconds"])
+    CPU.update({key: cpu / sent * 1e6 for key, (cpu, sent) in used.items() if sent})
     return rps
+
+
+CPU: dict[str, float] = {}  # us of the middle's CPU per request, by lane
 
 
 def latency(
@@ -102,6 +121,7 @@ def report(
             "ratio": round(median / reference, 3),
             "p50_ms": round(p50[lane.key], 3),
             "added_p50_ms": round(p50[lane.key] - direct, 3),
+            "mid_cpu_us": round(CPU.get(lane.key, 0.0), 1),
             "target": TARGETS.get(lane.key),
         }
     return {"connections": CONNECTIONS, "lanes": lanes}
@@ -109,17 +129,19 @@ def report(
 
 def render(figures: dict[str, Any]) -> str:
     lines = [
-        f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}",
+        f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}"
+        f" {'mid us':>7}",
     ]
     for row in figures["lanes"].values():
         target = f"{row['target']:.2f}" if row["target"] else ""
         lines.append(
             f"{row['label']:<48} {row['rps']:>8} {row['ratio']:>8.3f} {target:>7} "
-            f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f}"
+            f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f} {row['mid_cpu_us']:>7.1f}"
         )
     lines.append(
         f"({figures['connections']} connections a cell for calls/s, medians of the rounds;"
-        " p50 at one connection, +p50 over the direct call)"
+        " p50 at one connection, +p50 over the direct call; mid us: the proxy's or gateway's"
+        " CPU per request, user + system, every round's)"
     )
     return "\n".join(lines)
 

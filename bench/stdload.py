@@ -108,6 +108,8 @@ def measure(url: str, revision: str, connections: int, seconds: float) -> dict[s
     latencies = sorted(x for c in callers for x in c.latencies)
     return {
         "calls": sum(c.calls for c in callers),
+        # Every request the process sent, warm-up and handshake included (CPU per call).
+        "sent": sum(c.calls + WARMUP + (2 if revision == LEGACY else 0) for c in callers),
         "seconds": window,
         "p50_ms": statistics.median(latencies) * 1000 if latencies else None,
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000 if latencies else None,

@@ -57,7 +57,7 @@ from gateway.upstream.carriers.base import (
     final,
     is_response_to,
 )
-from gateway.upstream.deadlines import Clock, Deadlines
+from gateway.upstream.deadlines import Clock, Deadlines, uncancel
 from gateway.upstream.passthrough import Held, held_of
 
 log = structlog.get_logger(__name__)
@@ -168,6 +168,11 @@ class Calls:
         task.add_done_callback(self._background.discard)
         return task
 
+    @property
+    def deadlines(self) -> Deadlines | None:
+        """The route's deadlines for its calls (None: no timeout)."""
+        return self._deadlines
+
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()
@@ -198,12 +203,14 @@ class Calls:
             inflight.calls[upstream_id] = (exchange, call.progress_token)
         deadlines = self._deadlines
         clock = deadlines.start() if deadlines is not None else None
+        if clock is not None and held is not None and held.due is not None:
+            clock.due = held.due  # its time began as the pass-through lane sent it
         try:
             return await self._exchange(
                 channel, call, exchange, upstream_id, extra_headers, clock, held
             )
         except asyncio.CancelledError as exc:
-            if clock is None or not clock.expired or _uncancel() > 0:
+            if clock is None or not clock.expired or uncancel() > 0:
                 raise  # the client's cancellation (too), not only the deadline's
             if clock.expired == "ask_timeout":
                 raise CarrierError(
@@ -581,12 +588,6 @@ class _Answering:
                 self.calls.spawn(
                     self.calls.send_answer(self.channel.carrier, refusal, self.headers)
                 )
-
-
-def _uncancel() -> int:
-    """Take back the deadline's cancellation of the running task; how many are left."""
-    task = asyncio.current_task()
-    return task.uncancel() if task is not None else 0
 
 
 def _why(clock: Clock | None) -> str:

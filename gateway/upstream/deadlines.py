@@ -99,3 +99,9 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
         self._clocks.clear()
+
+
+def uncancel() -> int:
+    """Take back a deadline's cancellation of the running task; how many are left."""
+    task = asyncio.current_task()
+    return task.uncancel() if task is not None else 0

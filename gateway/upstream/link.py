@@ -390,7 +390,7 @@ class UpstreamLink:
             return None
         upstream_id = next(self._calls.ids)
         sending = passthrough.Sending(
-            verdict.adapter, channel.carrier, upstream_id, self._calls.deadline, verdict.profile
+            verdict.adapter, channel.carrier, upstream_id, self._calls.deadlines, verdict.profile
         )
         if must_notify(verdict.adapter, channel.carrier):
             sending.on_cancel = partial(self._calls.cancel_quietly, channel.carrier)

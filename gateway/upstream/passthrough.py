@@ -27,6 +27,7 @@ from gateway.upstream.carriers.base import (
     UpstreamReply,
     is_response_to,
 )
+from gateway.upstream.deadlines import Deadlines, uncancel
 
 if TYPE_CHECKING:
     from gateway.upstream.calls import Channel  # which imports this module
@@ -43,6 +44,8 @@ class Held:
     headers: dict[str, str]
     reply: UpstreamReply | None = None
     error: CarrierError | None = None
+    # When the call's time runs out (its clock started as the lane sent it).
+    due: float | None = None
     taken: bool = False
 
     def take(self) -> UpstreamReply:
@@ -69,14 +72,14 @@ def held_of(exchange: Exchange) -> Held | None:
 @dataclass(slots=True)
 class Sending:
     """One call the lane sends: in ``adapter``'s revision on ``carrier``, as the full
-    path would (the same request id and progress token rewriting), within the route's
-    ``deadline``; ``on_cancel(headers, id, reason)`` tells the upstream a call its
+    path would (the same request id and progress token rewriting), held to the route's
+    ``deadlines``; ``on_cancel(headers, id, reason)`` tells the upstream a call its
     client left is over, where closing the request does not (a handshake-era one)."""
 
     adapter: Adapter
     carrier: Carrier
     upstream_id: int
-    deadline: float | None
+    deadlines: Deadlines | None
     profile: ServerProfile
     on_cancel: Callable[[Mapping[str, str], int, str], None] | None = None
 
@@ -100,27 +103,32 @@ class Sending:
     ) -> dict[str, Any] | Held:
         upstream_id = self.upstream_id
         reply: UpstreamReply | None = None
+        deadlines = self.deadlines  # the route's, as the full path's calls keep them
+        clock = deadlines.start() if deadlines is not None else None
+        due = clock.due if clock is not None else None
         try:
-            async with asyncio.timeout(self.deadline):
-                reply = await self.carrier.request(message, headers)
-                first = await anext(reply.messages, None)
+            reply = await self.carrier.request(message, headers)
+            first = await anext(reply.messages, None)
         except CarrierError as exc:
             await _close(reply)
-            return Held(upstream_id, headers, error=exc)
-        except TimeoutError:
-            await _close(reply)
-            late = f"no answer within the route's timeout of {self.deadline:g} s"
-            return Held(upstream_id, headers, error=CarrierError(late, timeout=True))
+            return Held(upstream_id, headers, error=exc, due=due)
         except asyncio.CancelledError:
             await _close(reply)
+            if deadlines is not None and clock is not None and clock.expired and not uncancel():
+                late = f"no answer within the route's timeout of {deadlines.budget:g} s"
+                return Held(upstream_id, headers, error=CarrierError(late, timeout=True))
             if self.on_cancel is not None:
                 self.on_cancel(headers, upstream_id, "client went away")
             raise
+        finally:
+            if deadlines is not None and clock is not None:
+                deadlines.stop(clock)
         assert reply is not None
         result = await self._plain(call, reply, first)
         if result is not None:
             return result
-        return Held(upstream_id, headers, replace(reply, messages=_again(first, reply.messages)))
+        messages = _again(first, reply.messages)
+        return Held(upstream_id, headers, replace(reply, messages=messages), due=due)
 
     async def _plain(
         self, call: Call, reply: UpstreamReply, first: Message | None

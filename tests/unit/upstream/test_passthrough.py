@@ -15,6 +15,7 @@ from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.calls import Channel, InFlight
 from gateway.upstream.carriers.base import CarrierError, UpstreamReply
+from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.passthrough import HELD, Held, Sending, held_of
 
 ID = 7
@@ -56,8 +57,8 @@ def _call(adapter: Any, token: int | None = None) -> Call:
     return Call(3, Operation.TOOLS_CALL, "tools/call", params, client, progress_token=token)
 
 
-def _sending(adapter: Any, carrier: Scripted, deadline: float | None = 5.0) -> Sending:
-    return Sending(adapter, carrier, ID, deadline, ServerProfile())  # type: ignore[arg-type]
+def _sending(adapter: Any, carrier: Scripted, deadline: float = 5.0) -> Sending:
+    return Sending(adapter, carrier, ID, Deadlines(deadline), ServerProfile())  # type: ignore[arg-type]
 
 
 def _exchange(call: Call) -> Exchange:
