@@ -43,4 +43,5 @@ def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
         and not call.client.tasks
         and "task" not in call.params
         and call.operation in arrival.adapter.verbatim_operations
+        and route.backend.upstream_revision == arrival.adapter.version
     )
