@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+import structlog
 
 from gateway.core import (
     Answer,
@@ -20,11 +22,15 @@ from gateway.core import (
     Preamble,
     ServerProfile,
     SessionView,
+    Value,
 )
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.sessions import Session
+
+log = structlog.get_logger("gateway.transport.inbound")
+T = TypeVar("T")
 
 # The console's tap (gateway/console, only when it is on): the call, its client's
 # revision, principal digest, server profile, outcome, the message the client gets
@@ -144,3 +150,34 @@ def push_asker(
             return Answer.refusal(ask.kind)  # timed out, or the session ended
 
     return asker
+
+
+async def settle(
+    work: Awaitable[T], graceful: Callable[[], bool] | None = None
+) -> T | Failure | Value:
+    """The call's outcome, a Failure raised or a cancellation by the client included.
+    ``graceful()``: the cancellation was the gateway ending a listen, which ends as
+    the spec asks (an empty result)."""
+    try:
+        return await work
+    except Failure as failure:
+        return failure
+    except Exception:
+        # A fault of the gateway's own: logged with its traceback and the request id
+        # the client is given, and answered in the client's revision (never a 500,
+        # never the exception's text, which may name the upstream's internals).
+        log.exception("a call failed inside the gateway")
+        return Failure(FailureKind.INTERNAL, f"the gateway failed on this call{request_ref()}")
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the request itself went away
+        if graceful is not None and graceful():
+            return Value({})
+        return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
+
+
+def request_ref() -> str:
+    """`` (request id X)`` from the log context, so a person can find the log line."""
+    request_id = structlog.contextvars.get_contextvars().get("request_id")
+    return f" (request id {request_id})" if isinstance(request_id, str) else ""

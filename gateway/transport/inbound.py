@@ -19,7 +19,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
@@ -49,14 +49,15 @@ from gateway.transport.common import (
     listen_id,
     log_wanted,
     push_asker,
+    settle,
     wanted,
 )
+from gateway.transport.passthrough import abandon
 from gateway.transport.reasons import for_client, log_refusal
 from gateway.transport.route import Route
 from gateway.transport.sessions import Session, SessionStore
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
 
 # A finished call's outcome as the log, the metrics and the spans spell it.
 OUTCOME_NAMES: dict[type, str] = {Value: "ok", InputRequired: "input_required"}
@@ -381,7 +382,7 @@ class Runner:
             calls.release(arrival.principal)
             held = prepared.extra.get(HELD) if prepared is not None else None
             if isinstance(held, Held):
-                await held.aclose()  # if the full path never took it
+                await held.abandon()  # if the full path never took it
 
     async def _pass(
         self, arrival: Arrival, call: Call, send: Send | None
@@ -399,12 +400,15 @@ class Runner:
         running = arrival.running if self.answer_cancelled else None
         sent: dict[str, Any] | Held | Outcome | None
         if running is None or call.id is None:
-            sent = await _outcome(sending)
+            sent = await settle(sending)
         else:  # a task the client's cancellation can stop, as the full path's call is
             task = asyncio.ensure_future(sending)
             running[call.id] = task
             try:
-                sent = await _outcome(task)
+                sent = await settle(task)
+            except asyncio.CancelledError:  # the request went away as the lane finished
+                await abandon(task)
+                raise
             finally:
                 if running.get(call.id) is task:
                     del running[call.id]
@@ -532,7 +536,7 @@ class Runner:
         listen = call.operation is Operation.LISTEN
         if not listen and (running is None or call.id is None):
             # Nothing can cancel it on its own: no task of its own either.
-            return await _outcome(self.forwarder.handle(call, exchange))
+            return await settle(self.forwarder.handle(call, exchange))
         task = asyncio.ensure_future(self.forwarder.handle(call, exchange))
         if running is not None and call.id is not None:
             running[call.id] = task
@@ -541,7 +545,7 @@ class Runner:
             if self._ending_listens:
                 task.cancel()
         try:
-            return await _outcome(task, graceful=self._listen_ended if listen else None)
+            return await settle(task, graceful=self._listen_ended if listen else None)
         finally:
             self.listens.discard(task)
             if running is not None and call.id is not None and running.get(call.id) is task:
@@ -601,37 +605,6 @@ class Runner:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         self.sessions.close_all()
-
-
-async def _outcome(
-    work: Awaitable[T], graceful: Callable[[], bool] | None = None
-) -> T | Failure | Value:
-    """The call's outcome, a Failure raised or a cancellation by the client included.
-    ``graceful()``: the cancellation was the gateway ending a listen, which ends as
-    the spec asks (an empty result)."""
-    try:
-        return await work
-    except Failure as failure:
-        return failure
-    except Exception:
-        # A fault of the gateway's own: logged with its traceback and the request id
-        # the client is given, and answered in the client's revision (never a 500,
-        # never the exception's text, which may name the upstream's internals).
-        log.exception("a call failed inside the gateway")
-        return Failure(FailureKind.INTERNAL, f"the gateway failed on this call{_request_ref()}")
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise  # the request itself went away
-        if graceful is not None and graceful():
-            return Value({})
-        return Failure(FailureKind.INTERNAL, "the request was cancelled by the client")
-
-
-def _request_ref() -> str:
-    """`` (request id X)`` from the log context, so a person can find the log line."""
-    request_id = structlog.contextvars.get_contextvars().get("request_id")
-    return f" (request id {request_id})" if isinstance(request_id, str) else ""
 
 
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:

@@ -21,8 +21,10 @@ stopped, so the client hears what the full path would have said
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
 
+from gateway.bridge.backend import Held
 from gateway.core import Call, tracing
 from gateway.transport.route import Route
 
@@ -45,3 +47,9 @@ def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
         and call.operation in arrival.adapter.verbatim_operations
         and route.backend.upstream_revision == arrival.adapter.version
     )
+
+
+async def abandon(task: asyncio.Future[Any]) -> None:
+    """A reply the lane held for a request that is gone: nobody reads it."""
+    if task.done() and not task.cancelled() and isinstance(task.result(), Held):
+        await task.result().abandon()

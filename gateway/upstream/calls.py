@@ -189,7 +189,7 @@ class Calls:
     ) -> Outcome:
         """``upstream_id`` is given only by the tracing hook, which runs the call again
         inside its client span (no frame more when tracing is off)."""
-        held = held_of(exchange)  # sent already by the pass-through lane
+        held = held_of(exchange, call)  # sent already by the pass-through lane
         if held is not None:
             upstream_id = held.upstream_id
         if upstream_id is None:
@@ -597,4 +597,4 @@ def _why(clock: Clock | None) -> str:
 
 def quiet(exchange: Exchange) -> Exchange:
     """``exchange`` for a call the gateway makes on its own: no events, no asks."""
-    return replace(exchange, emit=discard_event, ask=None)
+    return replace(exchange, emit=discard_event, ask=None, extra={})

@@ -394,6 +394,10 @@ class UpstreamLink:
         )
         if must_notify(verdict.adapter, channel.carrier):
             sending.on_cancel = partial(self._calls.cancel_quietly, channel.carrier)
+        if self.retrying:  # what the lane asks is seen, as once_more's watch sees it
+            sending.watch = retry.watched(
+                call, exchange, self.tool_is_safe(exchange.principal, call)
+            )
         return await sending.send(call, exchange, channel)
 
     def _channel(self, adapter: Adapter, downstream: Downstream | None) -> Channel | None:

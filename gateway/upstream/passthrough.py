@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gateway.core import Call, Exchange, Operation, ServerProfile
@@ -27,10 +28,11 @@ from gateway.upstream.carriers.base import (
     UpstreamReply,
     is_response_to,
 )
-from gateway.upstream.deadlines import Deadlines, uncancel
+from gateway.upstream.deadlines import Clock, Deadlines, uncancel
 
 if TYPE_CHECKING:
-    from gateway.upstream.calls import Channel  # which imports this module
+    from gateway.upstream.calls import Channel, InFlight  # which imports this module
+    from gateway.upstream.retry import AskWatch
 
 # Where a held reply travels to the full path (``Exchange.extra``).
 HELD = "held"
@@ -38,14 +40,25 @@ HELD = "held"
 
 @dataclass(slots=True)
 class Held:
-    """A call already sent upstream, whose reply the full path reads (once)."""
+    """A call already sent upstream, whose reply its own full path reads (once).
 
+    Until it is taken the call stays in flight on its session (``inflight``), so a
+    message the upstream sends off the call's stream in between is still its;
+    ``watch`` saw whatever the lane asked the client meanwhile (a retry must not ask
+    again); ``stop`` tells a handshake-era upstream the call is over."""
+
+    call: Call
     upstream_id: int
     headers: dict[str, str]
     reply: UpstreamReply | None = None
     error: CarrierError | None = None
     # When the call's time runs out (its clock started as the lane sent it).
     due: float | None = None
+    watch: AskWatch | None = None
+    inflight: InFlight | None = None
+    stop: Callable[[str], None] | None = None
+    # The reply's own messages, behind the one put back (closed here if never read).
+    source: AsyncIterator[Message] | None = None
     taken: bool = False
 
     def take(self) -> UpstreamReply:
@@ -54,17 +67,33 @@ class Held:
         assert self.reply is not None
         return self.reply
 
-    async def aclose(self) -> None:
-        """Closed here if the full path never took it (it closes what it takes)."""
-        if self.reply is not None and not self.taken:
-            await self.reply.aclose()
+    async def abandon(self) -> None:
+        """Never taken (the full path did not run, or the request went away first):
+        out of flight, closed, and a call still running upstream told to stop."""
+        if self.taken:
+            return
+        self.taken = True
+        if self.inflight is not None:
+            self.inflight.calls.pop(self.upstream_id, None)
+        if self.reply is not None:
+            await _close(self.reply)
+            closer = getattr(self.source, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+            if self.stop is not None:
+                self.stop("client went away")
 
 
-def held_of(exchange: Exchange) -> Held | None:
-    """The held reply an exchange carries, taken (a retry sends afresh)."""
-    held = exchange.extra.pop(HELD, None) if exchange.extra else None
-    if not isinstance(held, Held):
+def held_of(exchange: Exchange, call: Call) -> Held | None:
+    """The held reply of ``call`` an exchange carries, taken: only by that call's own
+    request (a listing the full path makes first, on a quiet copy of the exchange,
+    never takes it; a retry sends afresh)."""
+    extra = exchange.extra
+    held = extra.get(HELD) if extra else None
+    if not isinstance(held, Held) or held.call is not call:
         return None
+    del extra[HELD]
     held.taken = True
     return held
 
@@ -73,8 +102,8 @@ def held_of(exchange: Exchange) -> Held | None:
 class Sending:
     """One call the lane sends: in ``adapter``'s revision on ``carrier``, as the full
     path would (the same request id and progress token rewriting), held to the route's
-    ``deadlines``; ``on_cancel(headers, id, reason)`` tells the upstream a call its
-    client left is over, where closing the request does not (a handshake-era one)."""
+    ``deadlines``; ``on_cancel(headers, id, reason)`` tells the upstream a call is
+    over, where closing the request does not (a handshake-era one)."""
 
     adapter: Adapter
     carrier: Carrier
@@ -82,6 +111,7 @@ class Sending:
     deadlines: Deadlines | None
     profile: ServerProfile
     on_cancel: Callable[[Mapping[str, str], int, str], None] | None = None
+    watch: AskWatch | None = None
 
     async def send(self, call: Call, exchange: Exchange, channel: Channel) -> dict[str, Any] | Held:
         """The call's plain result, or its reply held for the full path; in flight on
@@ -91,44 +121,58 @@ class Sending:
         message, own = self.adapter.client_outgoing(sent, upstream_id, channel.session_id)
         headers = {**exchange.forward_headers, **own}
         if inflight is not None:
-            inflight.calls[upstream_id] = (exchange, token)
+            watched = self.watch.exchange if self.watch is not None else exchange
+            inflight.calls[upstream_id] = (watched, token)
         try:
-            return await self._send(call, message, headers)
-        finally:
-            if inflight is not None:  # the full path puts it back if it reads on
+            outcome = await self._send(call, message, headers)
+        except BaseException:
+            if inflight is not None:
                 inflight.calls.pop(upstream_id, None)
+            raise
+        if isinstance(outcome, Held):  # in flight until its full path takes it over
+            outcome.inflight, outcome.watch = inflight, self.watch
+            if self.on_cancel is not None:
+                outcome.stop = partial(self.on_cancel, headers, upstream_id)
+        elif inflight is not None:
+            inflight.calls.pop(upstream_id, None)
+        return outcome
 
     async def _send(
         self, call: Call, message: Message, headers: dict[str, str]
     ) -> dict[str, Any] | Held:
-        upstream_id = self.upstream_id
-        reply: UpstreamReply | None = None
-        deadlines = self.deadlines  # the route's, as the full path's calls keep them
+        upstream_id, deadlines = self.upstream_id, self.deadlines
         clock = deadlines.start() if deadlines is not None else None
         due = clock.due if clock is not None else None
+        reply: UpstreamReply | None = None
         try:
             reply = await self.carrier.request(message, headers)
             first = await anext(reply.messages, None)
         except CarrierError as exc:
+            _stop_clock(deadlines, clock)
             await _close(reply)
-            return Held(upstream_id, headers, error=exc, due=due)
-        except asyncio.CancelledError:
-            await _close(reply)
-            if deadlines is not None and clock is not None and clock.expired and not uncancel():
-                late = f"no answer within the route's timeout of {deadlines.budget:g} s"
-                return Held(upstream_id, headers, error=CarrierError(late, timeout=True))
-            if self.on_cancel is not None:
+            if reply is not None and not exc.timeout and self.on_cancel is not None:
+                # Broken while read: told, as the full path's reading tells it (a
+                # timeout is told where the full path takes the error over).
                 self.on_cancel(headers, upstream_id, "client went away")
+            return Held(call, upstream_id, headers, error=exc, due=due)
+        except asyncio.CancelledError:
+            _stop_clock(deadlines, clock)
+            late = deadlines is not None and clock is not None and bool(clock.expired)
+            if late and not uncancel():
+                assert deadlines is not None
+                timeout = f"no answer within the route's timeout of {deadlines.budget:g} s"
+                await _close(reply)
+                return Held(call, upstream_id, headers, error=CarrierError(timeout, timeout=True))
+            await _close(reply)
+            if self.on_cancel is not None:
+                self.on_cancel(headers, upstream_id, "timed out" if late else "client went away")
             raise
-        finally:
-            if deadlines is not None and clock is not None:
-                deadlines.stop(clock)
-        assert reply is not None
+        _stop_clock(deadlines, clock)
         result = await self._plain(call, reply, first)
         if result is not None:
             return result
-        messages = _again(first, reply.messages)
-        return Held(upstream_id, headers, replace(reply, messages=messages), due=due)
+        again = replace(reply, messages=_again(first, reply.messages))
+        return Held(call, upstream_id, headers, again, due=due, source=reply.messages)
 
     async def _plain(
         self, call: Call, reply: UpstreamReply, first: Message | None
@@ -143,6 +187,13 @@ class Sending:
         if result is not None:
             await reply.aclose()
         return result
+
+
+def _stop_clock(deadlines: Deadlines | None, clock: Clock | None) -> None:
+    """The lane's clock stops before anything else is awaited (a deadline firing while
+    a reply closes would cancel the request itself)."""
+    if deadlines is not None and clock is not None:
+        deadlines.stop(clock)
 
 
 async def _close(reply: UpstreamReply | None) -> None:

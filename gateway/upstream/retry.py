@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from gateway.core import Answer, Ask, Call, Exchange, Failure, FailureKind, Operation, Outcome
 from gateway.upstream.carriers.base import UNREACHED
 from gateway.upstream.health import counts_against
+from gateway.upstream.passthrough import HELD, Held
 
 # Methods that only read: asked again after a failure, once.
 READ_ONLY = frozenset(
@@ -85,15 +86,22 @@ async def once_more(call: Call, exchange: Exchange, tool_is_safe: bool, sender: 
     """Send the call; after a failure, once more where :func:`send_again` says so
     (the sender is told why)."""
     watch = watched(call, exchange, tool_is_safe)
+    lane = lane_watch(exchange, call)  # what the pass-through lane asked, if it sent
     outcome = await sender.send_once(call, watch.exchange if watch is not None else exchange)
     if not isinstance(outcome, Failure):
         return outcome
-    asked = watch is not None and watch.asked
+    asked = (watch is not None and watch.asked) or (lane is not None and lane.asked)
     why = send_again(call, outcome, tool_is_safe=tool_is_safe, asked=asked)
     if why is None:
         return outcome
     sender.note_retry(call, why)
     return await sender.send_once(call, exchange)
+
+
+def lane_watch(exchange: Exchange, call: Call) -> AskWatch | None:
+    """The watch on what the pass-through lane asked while it sent ``call``."""
+    held = exchange.extra.get(HELD) if exchange.extra else None
+    return held.watch if isinstance(held, Held) and held.call is call else None
 
 
 class AskWatch:

@@ -216,9 +216,13 @@ class ToolBook:
         index.leave()
 
     def known(self, principal: str, name: str) -> ToolFacts | None:
-        """Without making room: a lookup that finds nothing leaves nothing behind."""
+        """Without making room: a lookup that finds nothing leaves nothing behind (one
+        that finds the index keeps it recent, as ``of`` does)."""
         index = self._indexes.get(principal)
-        return index.known(name) if index is not None else None
+        if index is None:
+            return None
+        self._indexes.move_to_end(principal)
+        return index.known(name)
 
     def reset(self) -> None:
         for index in self._indexes.values():

@@ -13,10 +13,11 @@ import pytest
 from gateway.core import Call, ClientContext, Exchange, Operation, ServerProfile
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
-from gateway.upstream.calls import Channel, InFlight
+from gateway.upstream.calls import Channel, InFlight, quiet
 from gateway.upstream.carriers.base import CarrierError, UpstreamReply
 from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.passthrough import HELD, Held, Sending, held_of
+from gateway.upstream.retry import lane_watch, watched
 
 ID = 7
 
@@ -90,13 +91,34 @@ async def test_anything_else_is_held_with_every_message_in_order() -> None:
     sent = await _sending(adapter, carrier).send(call, _exchange(call), channel)
     assert isinstance(sent, Held) and sent.upstream_id == ID
     assert carrier.sent[0][0]["params"]["_meta"]["progressToken"] == ID  # as the full path
-    assert inflight.calls == {}  # the full path registers it again as it reads on
+    assert ID in inflight.calls  # still in flight: the full path takes it over
     exchange = _exchange(call)
     exchange.extra[HELD] = sent
-    assert held_of(exchange) is sent and held_of(exchange) is None  # taken once
+    listing = _call(adapter)  # another call on the same exchange (a listing) never takes it
+    assert held_of(exchange, listing) is None
+    assert held_of(exchange, call) is sent and held_of(exchange, call) is None  # once
     reply = sent.take()
     assert [m async for m in reply.messages] == [note, error]
-    await sent.aclose()  # taken: the full path closes it, not this
+    await sent.abandon()  # taken: the full path closes it, not this
+    assert ID in inflight.calls
+
+
+async def test_a_held_reply_nobody_takes_is_closed_and_stopped() -> None:
+    adapter = Adapter2025_11_25()
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    carrier = Scripted([note])
+    told: list[tuple[int, str]] = []
+    sending = _sending(adapter, carrier)
+    sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
+    call = _call(adapter)
+    inflight = InFlight()
+    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
+    sent = await sending.send(call, _exchange(call), channel)
+    assert isinstance(sent, Held)
+    await sent.abandon()
+    assert carrier.closed and inflight.calls == {} and told == [(ID, "client went away")]
+    await sent.abandon()  # once
+    assert told == [(ID, "client went away")]
 
 
 async def test_a_carrier_failure_is_held_for_the_full_path_to_word() -> None:
@@ -142,3 +164,30 @@ async def test_a_client_that_leaves_is_cancelled_upstream_where_closing_does_not
         await task
     assert told == [(ID, "client went away")]
     assert inflight.calls == {} and carrier.closed
+
+
+def test_what_the_full_path_runs_first_on_a_quiet_copy_never_sees_the_held_reply() -> None:
+    """A listing the full path reads before the call (the tool's facts) runs on a quiet
+    copy of the exchange: it has an ``extra`` of its own, so it cannot take the reply."""
+    adapter = Adapter2026_07_28()
+    call = _call(adapter)
+    exchange = _exchange(call)
+    exchange.extra[HELD] = Held(call, ID, {})
+    assert HELD not in quiet(exchange).extra
+    assert HELD in exchange.extra
+
+
+def test_a_retry_sees_what_the_lane_asked() -> None:
+    adapter = Adapter2025_11_25()
+    call = _call(adapter)
+    exchange = _exchange(call)
+
+    async def ask(question: Any) -> Any:
+        return None
+
+    exchange.ask = ask
+    watch = watched(call, exchange, tool_is_safe=True)
+    assert watch is not None
+    exchange.extra[HELD] = Held(call, ID, {}, watch=watch)
+    assert lane_watch(exchange, call) is watch
+    assert lane_watch(exchange, _call(adapter)) is None  # another call's: not this one's
