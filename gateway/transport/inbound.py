@@ -372,7 +372,7 @@ class Runner:
         try:
             if tracing.active is not None:  # OpenTelemetry on: the call as a server span
                 return await tracing.active.serve(self._run, self.route, arrival, call, send)
-            if passthrough.qualifies(self.route, arrival, call):
+            if passthrough.qualifies(self.route, arrival.adapter, call):
                 passed = await self._pass(arrival, call, send)
                 if isinstance(passed, Response):
                     return passed
@@ -393,8 +393,8 @@ class Runner:
         stream while the lane waits reaches the client as it would there."""
         started = time.perf_counter()
         profile = await self.profile(arrival)
-        if isinstance(profile, Failure):
-            return None
+        if isinstance(profile, Failure) or profile.versions[:1] != (arrival.adapter.version,):
+            return None  # the upstream speaks another revision (or is not there)
         exchange = self._exchange(arrival, profile, call, send)
         sending = self.route.backend.pass_through(call, arrival.adapter.version, exchange)
         running = arrival.running if self.answer_cancelled else None

@@ -22,17 +22,15 @@ stopped, so the client hears what the full path would have said
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.bridge.backend import Held
 from gateway.core import Call, tracing
+from gateway.protocol import Adapter
 from gateway.transport.route import Route
 
-if TYPE_CHECKING:
-    from gateway.transport.inbound import Arrival
 
-
-def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
+def qualifies(route: Route, adapter: Adapter, call: Call) -> bool:
     """Whether ``call`` may take the lane (the upstream side has its say after)."""
     return (
         route.pass_through
@@ -44,8 +42,7 @@ def qualifies(route: Route, arrival: Arrival, call: Call) -> bool:
         and not call.answers
         and not call.client.tasks
         and "task" not in call.params
-        and call.operation in arrival.adapter.verbatim_operations
-        and route.backend.upstream_revision == arrival.adapter.version
+        and call.operation in adapter.verbatim_operations
     )
 
 

@@ -398,7 +398,7 @@ class UpstreamLink:
             sending.watch = retry.watched(
                 call, exchange, self.tool_is_safe(exchange.principal, call)
             )
-        return await sending.send(call, exchange, channel)
+        return await sending.send(call, exchange, channel.session_id, channel.inflight)
 
     def _channel(self, adapter: Adapter, downstream: Downstream | None) -> Channel | None:
         """Where the lane sends: a stateless upstream's Streamable HTTP carrier, or the

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gateway.core import Call, Exchange, Operation, ServerProfile
 from gateway.protocol import Adapter
@@ -30,9 +30,19 @@ from gateway.upstream.carriers.base import (
 )
 from gateway.upstream.deadlines import Clock, Deadlines, uncancel
 
-if TYPE_CHECKING:
-    from gateway.upstream.calls import Channel, InFlight  # which imports this module
-    from gateway.upstream.retry import AskWatch
+
+class Flights(Protocol):
+    """The calls in flight on an upstream session (upstream/calls.py's ``InFlight``)."""
+
+    calls: dict[int, tuple[Exchange, str | int | None]]
+
+
+class Watch(Protocol):
+    """What was asked of a client through an exchange (upstream/retry.py's ``AskWatch``)."""
+
+    asked: bool
+    exchange: Exchange
+
 
 # Where a held reply travels to the full path (``Exchange.extra``).
 HELD = "held"
@@ -54,8 +64,8 @@ class Held:
     error: CarrierError | None = None
     # When the call's time runs out (its clock started as the lane sent it).
     due: float | None = None
-    watch: AskWatch | None = None
-    inflight: InFlight | None = None
+    watch: Watch | None = None
+    inflight: Flights | None = None
     stop: Callable[[str], None] | None = None
     # The reply's own messages, behind the one put back (closed here if never read).
     source: AsyncIterator[Message] | None = None
@@ -111,14 +121,16 @@ class Sending:
     deadlines: Deadlines | None
     profile: ServerProfile
     on_cancel: Callable[[Mapping[str, str], int, str], None] | None = None
-    watch: AskWatch | None = None
+    watch: Watch | None = None
 
-    async def send(self, call: Call, exchange: Exchange, channel: Channel) -> dict[str, Any] | Held:
+    async def send(
+        self, call: Call, exchange: Exchange, session_id: str | None, inflight: Flights | None
+    ) -> dict[str, Any] | Held:
         """The call's plain result, or its reply held for the full path; in flight on
-        the channel's session meanwhile (a question off the call's stream is its)."""
-        upstream_id, token, inflight = self.upstream_id, call.progress_token, channel.inflight
+        its upstream session meanwhile (a question off the call's stream is its)."""
+        upstream_id, token = self.upstream_id, call.progress_token
         sent = replace(call, progress_token=upstream_id) if token is not None else call
-        message, own = self.adapter.client_outgoing(sent, upstream_id, channel.session_id)
+        message, own = self.adapter.client_outgoing(sent, upstream_id, session_id)
         headers = {**exchange.forward_headers, **own}
         if inflight is not None:
             watched = self.watch.exchange if self.watch is not None else exchange

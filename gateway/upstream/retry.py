@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from gateway.core import Answer, Ask, Call, Exchange, Failure, FailureKind, Operation, Outcome
 from gateway.upstream.carriers.base import UNREACHED
 from gateway.upstream.health import counts_against
-from gateway.upstream.passthrough import HELD, Held
+from gateway.upstream.passthrough import HELD, Held, Watch
 
 # Methods that only read: asked again after a failure, once.
 READ_ONLY = frozenset(
@@ -98,7 +98,7 @@ async def once_more(call: Call, exchange: Exchange, tool_is_safe: bool, sender: 
     return await sender.send_once(call, exchange)
 
 
-def lane_watch(exchange: Exchange, call: Call) -> AskWatch | None:
+def lane_watch(exchange: Exchange, call: Call) -> Watch | None:
     """The watch on what the pass-through lane asked while it sent ``call``."""
     held = exchange.extra.get(HELD) if exchange.extra else None
     return held.watch if isinstance(held, Held) and held.call is call else None

@@ -59,7 +59,11 @@ def _call(adapter: Any, token: int | None = None) -> Call:
 
 
 def _sending(adapter: Any, carrier: Scripted, deadline: float = 5.0) -> Sending:
-    return Sending(adapter, carrier, ID, Deadlines(deadline), ServerProfile())  # type: ignore[arg-type]
+    return Sending(adapter, carrier, ID, Deadlines(deadline), ServerProfile())
+
+
+def _on(channel: Channel) -> tuple[str | None, InFlight | None]:
+    return channel.session_id, channel.inflight
 
 
 def _exchange(call: Call) -> Exchange:
@@ -71,7 +75,7 @@ async def test_a_plain_result_is_the_answer_and_the_reply_is_closed() -> None:
     result = {"content": [{"type": "text", "text": "hi"}]}
     carrier = Scripted([{"jsonrpc": "2.0", "id": ID, "result": result}])
     call = _call(adapter)
-    sent = await _sending(adapter, carrier).send(call, _exchange(call), Channel(adapter, carrier))  # type: ignore[arg-type]
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), None, None)
     assert isinstance(sent, dict) and sent["content"] == result["content"]
     assert sent["resultType"] == "complete"
     assert carrier.closed
@@ -87,8 +91,8 @@ async def test_anything_else_is_held_with_every_message_in_order() -> None:
     carrier = Scripted([note, error])
     call = _call(adapter, token="client-token")
     inflight = InFlight()
-    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
-    sent = await _sending(adapter, carrier).send(call, _exchange(call), channel)
+    channel = Channel(adapter, carrier, "up-session", inflight)
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), *_on(channel))
     assert isinstance(sent, Held) and sent.upstream_id == ID
     assert carrier.sent[0][0]["params"]["_meta"]["progressToken"] == ID  # as the full path
     assert ID in inflight.calls  # still in flight: the full path takes it over
@@ -112,8 +116,8 @@ async def test_a_held_reply_nobody_takes_is_closed_and_stopped() -> None:
     sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
     call = _call(adapter)
     inflight = InFlight()
-    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
-    sent = await sending.send(call, _exchange(call), channel)
+    channel = Channel(adapter, carrier, "up-session", inflight)
+    sent = await sending.send(call, _exchange(call), *_on(channel))
     assert isinstance(sent, Held)
     await sent.abandon()
     assert carrier.closed and inflight.calls == {} and told == [(ID, "client went away")]
@@ -126,7 +130,7 @@ async def test_a_carrier_failure_is_held_for_the_full_path_to_word() -> None:
     lost = CarrierError("the connection closed before an answer")
     call = _call(adapter)
     carrier = Scripted([], fails=lost)
-    sent = await _sending(adapter, carrier).send(call, _exchange(call), Channel(adapter, carrier))  # type: ignore[arg-type]
+    sent = await _sending(adapter, carrier).send(call, _exchange(call), None, None)
     assert isinstance(sent, Held)
     with pytest.raises(CarrierError) as raised:
         sent.take()
@@ -137,11 +141,7 @@ async def test_no_first_message_in_time_is_the_routes_timeout() -> None:
     adapter = Adapter2026_07_28()
     carrier = Scripted([], hang=True)
     call = _call(adapter)
-    sent = await _sending(adapter, carrier, deadline=0.05).send(
-        call,
-        _exchange(call),
-        Channel(adapter, carrier),  # type: ignore[arg-type]
-    )
+    sent = await _sending(adapter, carrier, deadline=0.05).send(call, _exchange(call), None, None)
     assert isinstance(sent, Held) and sent.error is not None and sent.error.timeout
     assert "timeout of 0.05 s" in str(sent.error)
     assert carrier.closed
@@ -155,8 +155,8 @@ async def test_a_client_that_leaves_is_cancelled_upstream_where_closing_does_not
     sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
     call = _call(adapter)
     inflight = InFlight()
-    channel = Channel(adapter, carrier, "up-session", inflight)  # type: ignore[arg-type]
-    task = asyncio.ensure_future(sending.send(call, _exchange(call), channel))
+    channel = Channel(adapter, carrier, "up-session", inflight)
+    task = asyncio.ensure_future(sending.send(call, _exchange(call), *_on(channel)))
     await asyncio.wait_for(carrier.waiting.wait(), 5)
     assert ID in inflight.calls  # in flight meanwhile: a question off its stream is its
     task.cancel()
