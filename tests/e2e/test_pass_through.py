@@ -8,8 +8,10 @@ call reaches the upstream once; and a route with a policy never takes it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +133,17 @@ class Upstream:
         return stream
 
 
+@contextlib.asynccontextmanager
+async def _serving() -> AsyncIterator[tuple[Upstream, str]]:
+    """The upstream below, serving on a free loopback port until the test ends."""
+    upstream = Upstream()
+    runner, url = await serve(upstream.handle)
+    try:
+        yield upstream, url
+    finally:
+        await runner.cleanup()
+
+
 def _call(id_: int, name: str, token: int | None = None) -> dict[str, Any]:
     message = modern_request(id_, "tools/call", {"name": name, "arguments": {"text": f"t{id_}"}})
     if token is not None:
@@ -157,9 +170,7 @@ def _passed(metrics: str) -> float:
 
 
 async def test_the_lane_answers_as_the_full_path_does(tmp_path: Path) -> None:
-    upstream = Upstream()
-    runner, url = await serve(upstream.handle)
-    try:
+    async with _serving() as (upstream, url):
         with (
             gateway(f"/mcp={url}", tmp_path=tmp_path, expected_errors=FAILED) as on,
             gateway(
@@ -187,14 +198,10 @@ async def test_the_lane_answers_as_the_full_path_does(tmp_path: Path) -> None:
             assert _passed(on_metrics) == 2
             assert _passed(off_metrics) == 0
             assert '"pass_through": true' in on.log() or "pass_through=True" in on.log()
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_route_with_a_policy_takes_the_full_path(tmp_path: Path) -> None:
-    upstream = Upstream()
-    runner, url = await serve(upstream.handle)
-    try:
+    async with _serving() as (_upstream, url):
         with gateway(f"/mcp={url},rate=1000/s", tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
                 for id_ in range(3):
@@ -202,15 +209,11 @@ async def test_a_route_with_a_policy_takes_the_full_path(tmp_path: Path) -> None
                     assert reply.result["content"][0]["text"] == f"t{id_}"
                 async with http.get(gw.url("/metrics")) as response:
                     assert _passed(await response.text()) == 0
-    finally:
-        await runner.cleanup()
 
 
 async def test_calls_in_flight_at_once_each_get_their_own_answer(tmp_path: Path) -> None:
     """Concurrent calls through the lane, slow ones among them: no answer crosses."""
-    upstream = Upstream()
-    runner, url = await serve(upstream.handle)
-    try:
+    async with _serving() as (_upstream, url):
         with gateway(f"/mcp={url}", tmp_path=tmp_path) as gw:
             async with aiohttp.ClientSession() as http:
                 await _ask(http, gw, "echo", 0)  # the tools learnt
@@ -223,8 +226,6 @@ async def test_calls_in_flight_at_once_each_get_their_own_answer(tmp_path: Path)
                     assert text == ("slow" if i % 4 == 0 else f"t{i}")
                 async with http.get(gw.url("/metrics")) as response:
                     assert _passed(await response.text()) == 40
-    finally:
-        await runner.cleanup()
 
 
 def _same(reply: Reply) -> tuple[int, str]:
@@ -238,10 +239,8 @@ async def test_what_the_client_is_told_when_the_upstream_fails_after_the_lane_se
 ) -> None:
     """A call the lane sent whose answer never comes, is lost, or cannot be used: the
     client is told what the full path tells it, and the call reached the upstream once."""
-    upstream = Upstream()
-    runner, url = await serve(upstream.handle)
-    route = f"/mcp={url},timeout=1"
-    try:
+    async with _serving() as (upstream, url):
+        route = f"/mcp={url},timeout=1"
         with (
             gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
             gateway(
@@ -261,5 +260,3 @@ async def test_what_the_client_is_told_when_the_upstream_fails_after_the_lane_se
                     assert "/srv/app.py" not in heard_on.text
                 async with http.get(on.url("/metrics")) as response:
                     assert _passed(await response.text()) == 0
-    finally:
-        await runner.cleanup()

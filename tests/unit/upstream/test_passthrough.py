@@ -62,6 +62,14 @@ def _sending(adapter: Any, carrier: Scripted, deadline: float = 5.0) -> Sending:
     return Sending(adapter, carrier, ID, Deadlines(deadline), ServerProfile())
 
 
+def _telling(adapter: Any, carrier: Scripted) -> tuple[Sending, list[tuple[int, str]]]:
+    """A sender whose upstream is told a call is over, and what it was told."""
+    told: list[tuple[int, str]] = []
+    sending = _sending(adapter, carrier)
+    sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
+    return sending, told
+
+
 def _on(channel: Channel) -> tuple[str | None, InFlight | None]:
     return channel.session_id, channel.inflight
 
@@ -111,9 +119,7 @@ async def test_a_held_reply_nobody_takes_is_closed_and_stopped() -> None:
     adapter = Adapter2025_11_25()
     note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
     carrier = Scripted([note])
-    told: list[tuple[int, str]] = []
-    sending = _sending(adapter, carrier)
-    sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
+    sending, told = _telling(adapter, carrier)
     call = _call(adapter)
     inflight = InFlight()
     channel = Channel(adapter, carrier, "up-session", inflight)
@@ -150,9 +156,7 @@ async def test_no_first_message_in_time_is_the_routes_timeout() -> None:
 async def test_a_client_that_leaves_is_cancelled_upstream_where_closing_does_not() -> None:
     adapter = Adapter2025_11_25()
     carrier = Scripted([], hang=True)
-    told: list[tuple[int, str]] = []
-    sending = _sending(adapter, carrier)
-    sending.on_cancel = lambda headers, upstream_id, why: told.append((upstream_id, why))
+    sending, told = _telling(adapter, carrier)
     call = _call(adapter)
     inflight = InFlight()
     channel = Channel(adapter, carrier, "up-session", inflight)
