@@ -51,6 +51,7 @@ class Responder:
         # A stream to open shortly (open_soon): the timer, then the opening.
         self._soon: asyncio.TimerHandle | None = None
         self._opening: asyncio.Task[Sink] | None = None
+        self._streamed = False
 
     async def open(self) -> Sink:
         """The SSE stream, opened (and primed) now if it was not yet."""
@@ -80,6 +81,7 @@ class Responder:
         """A call that may run long is answered on a (primed, resumable) stream; it is
         opened after PRIME_AFTER, so that an answer ready sooner goes out with its
         headers and priming event in one send instead of three."""
+        self._streamed = True
         self._soon = asyncio.get_running_loop().call_later(PRIME_AFTER, self._open_now)
 
     def _open_now(self) -> None:
@@ -134,10 +136,9 @@ class Responder:
             self._beat.stop()
         if self._opening is not None:
             await self._opening
-        if self.stream is None:
-            # Nothing streamed yet (no event, no question, and the call took less than
-            # PRIME_AFTER): plain JSON, which the spec lets a server answer any request
-            # with; a stream, with its priming event, only for what had to be streamed.
+        if self.stream is None and (not self._streamed or status != 200):
+            # Nothing streamed yet, and a status to tell (a refusal known before the
+            # upstream was asked, say a rate limit's 429): plain JSON carries it.
             return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
         async with self._lock:
             head = await self._start() if self.stream is None else b""
