@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL, Forwarder
 from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.state import StateSealer
-from gateway.core import Call, Exchange, ServerProfile
+from gateway.core import Call, Exchange, ServerProfile, Value
 from gateway.protocol import AdapterSet
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, Verdict
@@ -102,9 +102,10 @@ class Backend:
 
     async def pass_through(
         self, call: Call, version: str, exchange: Exchange
-    ) -> dict[str, Any] | Held | None:
+    ) -> dict[str, Any] | Value | Held | None:
         """The pass-through lane's send (gateway/upstream/passthrough.py): the call's
-        plain result, its reply held for the full path, or None (not sent: a route
+        plain result (as written, or read for a client of another revision: a Value),
+        its reply held for the full path, or None (not sent: a route
         of several targets, whose choice and retries are the full path's, or a call
         the link will not pass)."""
         if self.targets is not None:

@@ -393,8 +393,10 @@ class Runner:
         stream while the lane waits reaches the client as it would there."""
         started = time.perf_counter()
         profile = await self.profile(arrival)
-        if isinstance(profile, Failure) or profile.versions[:1] != (arrival.adapter.version,):
-            return None  # the upstream speaks another revision (or is not there)
+        if isinstance(profile, Failure) or not passthrough.pair(
+            self.adapters, arrival.adapter, profile.version
+        ):
+            return None  # the upstream's revision is not one the lane carries to
         exchange = self._exchange(arrival, profile, call, send)
         sending = self.route.backend.pass_through(call, arrival.adapter.version, exchange)
         running = arrival.running if self.answer_cancelled else None
@@ -414,7 +416,9 @@ class Runner:
                     del running[call.id]
         if sent is None:
             return None
-        if isinstance(sent, Failure | Value):  # cancelled by the client, or a fault
+        if isinstance(sent, Value):  # read for a client of another revision
+            return self._passed(arrival, call, profile, sent, started)
+        if isinstance(sent, Failure):  # cancelled by the client, or a fault
             return await self._run(arrival, call, send, exchange, settled=sent)
         if isinstance(sent, Held):
             exchange.extra[HELD] = sent
@@ -422,6 +426,15 @@ class Runner:
         if self.route.observer is not None:
             self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
         return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
+
+    def _passed(
+        self, arrival: Arrival, call: Call, profile: ServerProfile, value: Value, at: float
+    ) -> Response:
+        """A plain result the lane brought for a client of another revision: encoded
+        by the client's adapter, as the full path encodes it."""
+        if self.route.observer is not None:
+            self._observe(call, arrival.adapter, profile, value, at, passed=True)
+        return Response(arrival.adapter.encode(call, profile, value), 200, {})
 
     async def _run(
         self,

@@ -11,9 +11,10 @@ A call qualifies when the route allows it (``--pass-through``, the default) and
 nothing would rewrite the call or its answer: no policy, no console recording
 bodies, no tracing, one upstream target; a request of an operation its revision
 passes (``Adapter.verbatim_operations``), carrying no state, answers or task; and
-the upstream known to speak the client's revision, with somewhere to send it at
-once (the link decides: a stateless upstream's Streamable HTTP, a handshake-era
-client session's own upstream session once open).  Whatever the upstream answers
+the upstream known to speak the client's revision (or to be stateless, for a
+handshake-era client: :func:`pair`), with somewhere to send it at once (the link
+decides: a stateless upstream's Streamable HTTP, a handshake-era client session's
+own upstream session once open).  Whatever the upstream answers
 that is not a plain result goes on through the full path from where the lane
 stopped, so the client hears what the full path would have said
 (docs/using/operations.md, "The pass-through lane").
@@ -26,8 +27,20 @@ from typing import Any
 
 from gateway.bridge.backend import Held
 from gateway.core import Call, tracing
-from gateway.protocol import Adapter
+from gateway.protocol import Adapter, AdapterSet
 from gateway.transport.route import Route
+
+
+def pair(adapters: AdapterSet, client: Adapter, upstream: str | None) -> bool:
+    """Whether the lane carries a call of ``client``'s revision to an upstream of
+    ``upstream``'s: the same revision, or a handshake-era client's to a stateless
+    upstream (whose plain result needs no session, pool or parked call of the
+    gateway's to read: the adapters translate it as on the full path).  A stateless
+    client's call to a handshake-era upstream is the full path's (its sessions are
+    pooled, its questions parked)."""
+    if upstream == client.version:
+        return True
+    return client.has_handshake and adapters.names_stateless(upstream)
 
 
 def qualifies(route: Route, adapter: Adapter, call: Call) -> bool:

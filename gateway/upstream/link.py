@@ -367,20 +367,21 @@ class UpstreamLink:
         call: Call,
         version: str,
         exchange: Exchange,
-    ) -> dict[str, Any] | passthrough.Held | None:
+    ) -> dict[str, Any] | Value | passthrough.Held | None:
         """A call of a client of ``version`` sent by the pass-through lane
         (upstream/passthrough.py); None: it takes the full path (nothing was sent):
-        the upstream's era unknown or another revision, a tool whose list this caller
-        has not read yet; a stateless upstream not on Streamable HTTP; a handshake-era
-        one whose client session (``downstream``) has no open upstream session of its
-        own yet (its opening, roots and pools are the full path's).  The call is in
-        flight on its session meanwhile, under ``exchange`` (the full path's own)."""
+        the upstream's era unknown, or a handshake-era one of another revision; a tool
+        whose list this caller has not read yet; a stateless upstream not on Streamable
+        HTTP; a handshake-era one whose client session (``downstream``) has no open
+        upstream session of its own yet (its opening, roots and pools are the full
+        path's).  The call is in flight on its session meanwhile, under ``exchange``
+        (the full path's own).  A stateless upstream's result for a client of another
+        revision comes back read (a Value), for the client's adapter to encode."""
         verdict = self.verdict
-        if (
-            verdict is None
-            or verdict.adapter.version != version
-            or call.operation not in verdict.adapter.verbatim_operations
-        ):
+        if verdict is None or call.operation not in verdict.adapter.verbatim_operations:
+            return None
+        translate = verdict.adapter.version != version
+        if translate and verdict.adapter.has_handshake:
             return None
         channel = self._channel(verdict.adapter, exchange.downstream)
         name = call.params.get("name")
@@ -392,6 +393,7 @@ class UpstreamLink:
         sending = passthrough.Sending(
             verdict.adapter, channel.carrier, upstream_id, self._calls.deadlines, verdict.profile
         )
+        sending.translate = translate
         if must_notify(verdict.adapter, channel.carrier):
             sending.on_cancel = partial(self._calls.cancel_quietly, channel.carrier)
         if self.retrying:  # what the lane asks is seen, as once_more's watch sees it

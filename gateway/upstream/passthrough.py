@@ -1,5 +1,7 @@
-"""The pass-through lane's upstream side: a call of the upstream's own revision sent
-on without the full path's layers, its answer handed back as the upstream sent it.
+"""The pass-through lane's upstream side: a call sent on without the full path's
+layers, its answer handed back as the upstream sent it (a call of the upstream's own
+revision) or as the upstream's adapter reads it (a handshake-era client's call to a
+stateless upstream, which the client's adapter encodes as on the full path).
 
 The request is what the full path would send (the same adapter encodes it, with the
 same upstream request id and progress token); what is skipped is the work around
@@ -19,7 +21,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
-from gateway.core import Call, Exchange, Operation, ServerProfile
+from gateway.core import Call, Exchange, Operation, ServerProfile, Value
 from gateway.protocol import Adapter
 from gateway.upstream.carriers.base import (
     Carrier,
@@ -113,7 +115,9 @@ class Sending:
     """One call the lane sends: in ``adapter``'s revision on ``carrier``, as the full
     path would (the same request id and progress token rewriting), held to the route's
     ``deadlines``; ``on_cancel(headers, id, reason)`` tells the upstream a call is
-    over, where closing the request does not (a handshake-era one)."""
+    over, where closing the request does not (a handshake-era one).  ``translate``:
+    the client speaks another revision, so a plain result is read by ``adapter`` into
+    the Value the full path's reading makes of it, never handed on as written."""
 
     adapter: Adapter
     carrier: Carrier
@@ -122,10 +126,11 @@ class Sending:
     profile: ServerProfile
     on_cancel: Callable[[Mapping[str, str], int, str], None] | None = None
     watch: Watch | None = None
+    translate: bool = False
 
     async def send(
         self, call: Call, exchange: Exchange, session_id: str | None, inflight: Flights | None
-    ) -> dict[str, Any] | Held:
+    ) -> dict[str, Any] | Value | Held:
         """The call's plain result, or its reply held for the full path; in flight on
         its upstream session meanwhile (a question off the call's stream is its)."""
         upstream_id, token = self.upstream_id, call.progress_token
@@ -151,7 +156,7 @@ class Sending:
 
     async def _send(
         self, call: Call, message: Message, headers: dict[str, str]
-    ) -> dict[str, Any] | Held:
+    ) -> dict[str, Any] | Value | Held:
         upstream_id, deadlines = self.upstream_id, self.deadlines
         clock = deadlines.start() if deadlines is not None else None
         due = clock.due if clock is not None else None
@@ -188,14 +193,19 @@ class Sending:
 
     async def _plain(
         self, call: Call, reply: UpstreamReply, first: Message | None
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any] | Value | None:
         """The result of a first message that is the call's plain answer (the reply
         closed then); None: the full path reads on."""
         if first is None or reply.status != 200:
             return None
         if not is_response_to(first, self.upstream_id, reply.status):
             return None
-        result = self.adapter.verbatim_result(call.operation, first, self.profile)
+        result: dict[str, Any] | Value | None
+        if self.translate:  # what the full path's reading makes of it (calls._read)
+            read = self.adapter.client_read_response(call, first)
+            result = read if isinstance(read, Value) else None
+        else:
+            result = self.adapter.verbatim_result(call.operation, first, self.profile)
         if result is not None:
             await reply.aclose()
         return result

@@ -1,6 +1,6 @@
-"""The pass-through lane (issue 50) end to end: a 2026-07-28 client before a
-2026-07-28 upstream, through a gateway with the lane on and one with it off.  Each
-answer the client hears is the same both ways, whatever the upstream answers (a
+"""The pass-through lane (issue 50) end to end: 2026-07-28 and 2025-11-25 clients
+before a 2026-07-28 upstream, through a gateway with the lane on and one with it off.
+Each answer the client hears is the same both ways, whatever the upstream answers (a
 plain result, an error with its internals, a question, notifications first, a
 result the projection reworks); the lane is seen in the metrics and the log; each
 call reaches the upstream once; and a route with a policy never takes it."""
@@ -18,11 +18,20 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.e2e.fake_client import Reply, modern_headers, modern_request, post
+from tests.e2e.fake_client import (
+    Reply,
+    modern_headers,
+    modern_request,
+    open_session,
+    post,
+    request,
+    session_headers,
+)
 from tests.e2e.gateway_proc import RunningGateway, gateway
 from tests.e2e.test_param_headers import serve
 
 MODERN = "2026-07-28"
+HANDSHAKE = "2025-11-25"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 # Tools whose upstream fails one way or another after the call was sent.
 FAULTS = ("hang", "drop", "broken", "garbage")
@@ -260,3 +269,50 @@ async def test_what_the_client_is_told_when_the_upstream_fails_after_the_lane_se
                     assert "/srv/app.py" not in heard_on.text
                 async with http.get(on.url("/metrics")) as response:
                     assert _passed(await response.text()) == 0
+
+
+async def _ask_in_session(
+    http: aiohttp.ClientSession, gw: RunningGateway, session_id: str, name: str, id_: int
+) -> Reply:
+    """A 2025-11-25 client's call in its session (a progress token for ``progress``)."""
+    params: dict[str, Any] = {"name": name, "arguments": {"text": f"t{id_}"}}
+    if name == "progress":
+        params["_meta"] = {"progressToken": 77}
+    message = request(id_, "tools/call", params)
+    return await post(http, gw.url("/mcp"), message, session_headers(session_id, HANDSHAKE))
+
+
+async def test_a_handshake_era_client_is_answered_as_the_full_path_answers_it(
+    tmp_path: Path,
+) -> None:
+    """A 2025-11-25 client's calls to the stateless upstream: the lane sends them in the
+    upstream's revision and the adapters translate a plain result, as the full path
+    does; every other answer, faults included, is read on by the full path."""
+    async with _serving() as (upstream, url):
+        route = f"/mcp={url},timeout=1"
+        with (
+            gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
+            gateway(
+                route, extra=("--no-pass-through",), tmp_path=tmp_path, expected_errors=FAILED
+            ) as off,
+        ):
+            async with aiohttp.ClientSession() as http:
+                session_on = await open_session(http, on.url("/mcp"), HANDSHAKE)
+                session_off = await open_session(http, off.url("/mcp"), HANDSHAKE)
+                await _ask_in_session(http, on, session_on, "echo", 1)  # the tools learnt
+                await _ask_in_session(http, off, session_off, "echo", 1)
+                for name in ("echo", "named", "fail", "ask", "progress", "vendor", *FAULTS):
+                    before = upstream.calls.get(name, 0)
+                    heard_on = await _ask_in_session(http, on, session_on, name, 5)
+                    heard_off = await _ask_in_session(http, off, session_off, name, 5)
+                    assert _same(heard_on) == _same(heard_off), name
+                    assert upstream.calls[name] == before + 2, name  # once through each
+                    assert "/srv/app.py" not in heard_on.text, name  # a 500 body is no answer
+                async with http.get(on.url("/metrics")) as response:
+                    on_metrics = await response.text()
+                async with http.get(off.url("/metrics")) as response:
+                    off_metrics = await response.text()
+            # echo, named and vendor: plain results (the first echo learnt the tools on
+            # the full path); the rest read on in the full path.
+            assert _passed(on_metrics) == 3
+            assert _passed(off_metrics) == 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.core import Call, ClientContext, Exchange, Operation, ServerProfile
+from gateway.core import Call, ClientContext, Exchange, Operation, ServerProfile, Value
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
 from gateway.upstream.calls import Channel, InFlight, quiet
@@ -90,6 +90,25 @@ async def test_a_plain_result_is_the_answer_and_the_reply_is_closed() -> None:
     message, headers = carrier.sent[0]
     assert message["id"] == ID and message["method"] == "tools/call"
     assert headers["authorization"] == "Bearer t" and headers["Mcp-Name"] == "echo"
+
+
+async def test_a_translated_result_is_what_the_full_paths_reading_makes_of_it() -> None:
+    """A 2025-11-25 client's call to a stateless upstream: the result comes back read
+    by the upstream's adapter (a Value, as calls._read makes it), not as written; a
+    question (input_required) is held for the full path."""
+    upstream, client = Adapter2026_07_28(), Adapter2025_11_25()
+    call = _call(client)
+    result = {"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}
+    answer = {"jsonrpc": "2.0", "id": ID, "result": result}
+    sending = _sending(upstream, Scripted([answer]))
+    sending.translate = True
+    sent = await sending.send(call, _exchange(call), None, None)
+    assert sent == upstream.client_read_response(call, answer)
+    assert isinstance(sent, Value)
+    question = {"resultType": "input_required", "inputRequests": {}, "requestState": "s"}
+    asking = _sending(upstream, Scripted([{"jsonrpc": "2.0", "id": ID, "result": question}]))
+    asking.translate = True
+    assert isinstance(await asking.send(call, _exchange(call), None, None), Held)
 
 
 async def test_anything_else_is_held_with_every_message_in_order() -> None:
