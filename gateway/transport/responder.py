@@ -124,6 +124,17 @@ class Responder:
             if self._beat is not None:
                 self._beat.wrote()
 
+    def _whole(self, message: Any) -> bytes:
+        """A stream that opens and ends at once: its events, kept for a reconnect."""
+        log = self._log
+        if log is None:
+            return self._frame(message)
+        self._number = log.open()
+        head = log.priming(self._number) if self._priming else b""
+        frame = self._frame(message)
+        log.finish(self._number)
+        return head + frame
+
     def _frame(self, message: Any) -> bytes:
         data = orjson.dumps(message)
         if self._log is not None:
@@ -140,6 +151,11 @@ class Responder:
             # Nothing streamed yet, and a status to tell (a refusal known before the
             # upstream was asked, say a rate limit's 429): plain JSON carries it.
             return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
+        if self.stream is None:
+            # Answered before its stream had to open: the whole stream (its priming
+            # event, the answer, its end) in one answer of known length.
+            headers = {**self.headers, "Cache-Control": "no-cache"}
+            return WholeAnswer(200, headers, self._whole(message), EVENT_STREAM)
         async with self._lock:
             head = await self._start() if self.stream is None else b""
             frame = self._frame(message)

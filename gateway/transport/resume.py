@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gateway.wire.sse import encode_event
+from gateway.wire.sse import encode_event, one_ascii_line
 
 # What one session keeps for replay, across its streams.
 MAX_EVENTS = 64
@@ -58,14 +58,21 @@ class EventLog:
         return self._next
 
     def priming(self, stream: int) -> bytes:
-        """The event that opens a stream: its first id, no data, the retry delay."""
-        return encode_event("", id=f"{stream}.0", retry=RETRY_MS)
+        """The event that opens a stream: its first id, no data, the retry delay (what
+        ``encode_event("", id=..., retry=RETRY_MS)`` frames; the id is the gateway's
+        own digits, so it is formatted at once, with nothing to check)."""
+        return b"id: %d.0\nretry: %d\ndata:\n\n" % (stream, RETRY_MS)
 
     def record(self, stream: int, data: bytes | str) -> bytes:
         """One message event on ``stream``, with its id; kept for replay."""
         entry = self._streams.setdefault(stream, _Stream())
         entry.seq += 1
-        frame = encode_event(data, event="message", id=f"{stream}.{entry.seq}")
+        if type(data) is bytes and data and one_ascii_line(data):
+            # The usual event (JSON the gateway encoded), formatted at once: what
+            # encode_event frames it as, without its checks of the gateway's own id.
+            frame = b"event: message\nid: %d.%d\ndata: %b\n\n" % (stream, entry.seq, data)
+        else:
+            frame = encode_event(data, event="message", id=f"{stream}.{entry.seq}")
         if len(frame) <= self.max_bytes:
             if entry.events is None:
                 entry.events = deque()

@@ -165,7 +165,7 @@ def encode_event(
 ) -> bytes:
     """Frame one event; multi-line ``data`` becomes one ``data`` line per line."""
     head = _head(event, id, retry)
-    if isinstance(data, bytes) and b"\n" not in data and b"\r" not in data and data.isascii():
+    if isinstance(data, bytes) and one_ascii_line(data):
         # One line of ASCII (JSON the gateway encoded): framed as it is, with no
         # decoding, splitting or encoding again of what may be megabytes.
         return b"".join((head, b"data: " if data else b"data:", data, b"\n\n"))
@@ -174,6 +174,11 @@ def encode_event(
     # "data:" with nothing after it still dispatches an (empty) event.
     body = "".join(f"data: {line}\n" if line else "data:\n" for line in lines)
     return head + (body + "\n").encode("utf-8")
+
+
+def one_ascii_line(data: bytes) -> bool:
+    """Data framed as one ``data`` line as it is: ASCII, with no line break."""
+    return b"\n" not in data and b"\r" not in data and data.isascii()
 
 
 def _head(event: str | None, id: str | None, retry: int | None) -> bytes:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.transport.resume import RETRY_MS, EventLog
-from gateway.wire.sse import SseParser
+from gateway.wire.sse import SseParser, encode_event
 
 
 def parse(frames: list[bytes]) -> list[tuple[str | None, str]]:
@@ -81,3 +84,17 @@ def test_streams_that_never_kept_an_event_stay_bounded_and_the_newest_stays() ->
         assert len(log._streams) <= 2 * 4 + 1
     assert newest in log._streams
     assert log.after(f"{kept}.0") == (kept, [frame], False)
+
+
+@given(
+    data=st.one_of(st.text().map(str.encode), st.binary().filter(bytes.isascii), st.text()),
+    stream=st.integers(min_value=1, max_value=10**9),
+)
+def test_an_event_is_framed_as_encode_event_frames_it(data: bytes | str, stream: int) -> None:
+    """The log formats its usual event (and its priming event) at once: byte for byte
+    what encode_event makes of the same data, id and retry delay."""
+    log = EventLog()
+    for seq in (1, 2):
+        framed = encode_event(data, event="message", id=f"{stream}.{seq}")
+        assert log.record(stream, data) == framed
+    assert log.priming(stream) == encode_event("", id=f"{stream}.0", retry=RETRY_MS)
