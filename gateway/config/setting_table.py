@@ -160,8 +160,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "pass_through",
         "true|false",
-        "a call needing no translation (the same revision both sides, nothing to "
-        "rewrite) is sent on as it came, its plain answer handed back as it was",
+        "a call needing no translation (the same revision both sides) or only its "
+        "answer's (a handshake-era client, a stateless upstream), with nothing to "
+        "rewrite, is sent at once and its plain answer handed back without the full path",
         "--pass-through",
     ),
     _s(
