@@ -190,6 +190,8 @@ class Calls:
         """``upstream_id`` is given only by the tracing hook, which runs the call again
         inside its client span (no frame more when tracing is off)."""
         held = held_of(exchange, call)  # sent already by the pass-through lane
+        if held is not None and not _sent_on(held, channel):
+            held, channel = await _elsewhere(held, channel)
         if held is not None:
             upstream_id = held.upstream_id
         if upstream_id is None:
@@ -447,6 +449,25 @@ async def roundtrip(
         if not timer.expired():
             raise
         raise CarrierError(f"no answer within {within:g} s", timeout=True) from exc
+
+
+async def _elsewhere(held: Held, channel: Channel) -> tuple[Held | None, Channel]:
+    """A reply the lane holds from a session since replaced: one saying that session is
+    gone was never run, so the call goes on the session there is now (no reply held);
+    any other is read on where it was sent (its questions answered there)."""
+    if held.ended_unrun():
+        await held.release()  # nothing runs upstream to be told to stop
+        return None, channel
+    assert held.carrier is not None
+    flights = held.inflight if isinstance(held.inflight, InFlight) else None
+    return held, Channel(channel.adapter, held.carrier, held.session_id, flights)
+
+
+def _sent_on(held: Held, channel: Channel) -> bool:
+    """Whether the lane sent ``held`` on ``channel``'s session."""
+    if held.carrier is None:
+        return True  # a reply the lane never got (its error): read as the channel's
+    return held.carrier is channel.carrier and held.session_id == channel.session_id
 
 
 async def _unless_session_lost(adapter: Adapter, reply: UpstreamReply) -> UpstreamReply:

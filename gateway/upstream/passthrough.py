@@ -57,13 +57,17 @@ class Held:
     Until it is taken the call stays in flight on its session (``inflight``), so a
     message the upstream sends off the call's stream in between is still its;
     ``watch`` saw whatever the lane asked the client meanwhile (a retry must not ask
-    again); ``stop`` tells a handshake-era upstream the call is over."""
+    again); ``stop`` tells a handshake-era upstream the call is over.  ``carrier``
+    and ``session_id``: where it was sent (the session may be replaced before the
+    full path reads on)."""
 
     call: Call
     upstream_id: int
     headers: dict[str, str]
     reply: UpstreamReply | None = None
     error: CarrierError | None = None
+    carrier: Carrier | None = None
+    session_id: str | None = None
     # When the call's time runs out (its clock started as the lane sent it).
     due: float | None = None
     watch: Watch | None = None
@@ -79,12 +83,20 @@ class Held:
         assert self.reply is not None
         return self.reply
 
+    def ended_unrun(self) -> bool:
+        """The upstream refused it for a session it no longer knows (404): never run."""
+        return self.reply is not None and self.reply.status == 404
+
     async def abandon(self) -> None:
         """Never taken (the full path did not run, or the request went away first):
         out of flight, closed, and a call still running upstream told to stop."""
         if self.taken:
             return
         self.taken = True
+        await self.release(self.stop)
+
+    async def release(self, stop: Callable[[str], None] | None = None) -> None:
+        """Out of flight and closed (``stop``: a call still running upstream told)."""
         if self.inflight is not None:
             self.inflight.calls.pop(self.upstream_id, None)
         if self.reply is not None:
@@ -93,8 +105,8 @@ class Held:
             if closer is not None:
                 with contextlib.suppress(Exception):
                     await closer()
-            if self.stop is not None:
-                self.stop("client went away")
+            if stop is not None:
+                stop("client went away")
 
 
 def held_of(exchange: Exchange, call: Call) -> Held | None:
@@ -148,6 +160,7 @@ class Sending:
             raise
         if isinstance(outcome, Held):  # in flight until its full path takes it over
             outcome.inflight, outcome.watch = inflight, self.watch
+            outcome.carrier, outcome.session_id = self.carrier, session_id
             if self.on_cancel is not None:
                 outcome.stop = partial(self.on_cancel, headers, upstream_id)
         elif inflight is not None:

@@ -5,6 +5,7 @@ upstream when the client leaves."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from gateway.core import Call, ClientContext, Exchange, Operation, ServerProfile, Value
 from gateway.protocol.v2025_11_25 import Adapter2025_11_25
 from gateway.protocol.v2026_07_28 import Adapter2026_07_28
-from gateway.upstream.calls import Channel, InFlight, quiet
+from gateway.upstream.calls import Calls, Channel, InFlight, quiet
 from gateway.upstream.carriers.base import CarrierError, UpstreamReply
 from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.passthrough import HELD, Held, Sending, held_of
@@ -28,9 +29,14 @@ class Scripted:
     cancels_by_close = True
 
     def __init__(
-        self, messages: list[dict[str, Any]], *, fails: Exception | None = None, hang: bool = False
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        fails: Exception | None = None,
+        hang: bool = False,
+        status: int = 200,
     ) -> None:
-        self.messages, self.fails, self.hang = messages, fails, hang
+        self.messages, self.fails, self.hang, self.status = messages, fails, hang, status
         self.sent: list[tuple[dict[str, Any], dict[str, str]]] = []
         self.closed = False
         self.waiting = asyncio.Event()  # set once the reply hangs
@@ -39,7 +45,7 @@ class Scripted:
         self.sent.append((message, headers))
         if self.fails is not None:
             raise self.fails
-        return UpstreamReply(200, {}, self._messages())
+        return UpstreamReply(self.status, {}, self._messages())
 
     async def _messages(self) -> AsyncIterator[dict[str, Any]]:
         try:
@@ -214,3 +220,46 @@ def test_a_retry_sees_what_the_lane_asked() -> None:
     exchange.extra[HELD] = Held(call, ID, {}, watch=watch)
     assert lane_watch(exchange, call) is watch
     assert lane_watch(exchange, _call(adapter)) is None  # another call's: not this one's
+
+
+async def _held_on(old: Scripted, call: Call) -> tuple[Exchange, InFlight]:
+    """``call`` sent by the lane on session "old" (over ``old``), its reply held."""
+    adapter, inflight = Adapter2025_11_25(), InFlight()
+    sent = await _sending(adapter, old).send(call, _exchange(call), "old", inflight)
+    assert isinstance(sent, Held)
+    exchange = _exchange(call)
+    exchange.extra[HELD] = sent
+    return exchange, inflight
+
+
+async def test_a_reply_held_on_a_session_since_replaced_is_read_where_it_was_sent() -> None:
+    """Review finding 7: the client's upstream session was replaced while the lane
+    waited.  The held reply (an error here) is read on the session it came from, and
+    the new session is sent nothing."""
+    error = {"jsonrpc": "2.0", "id": ID, "error": {"code": -32603, "message": "no"}}
+    old, new = Scripted([error]), Scripted([])
+    adapter = Adapter2025_11_25()
+    call = _call(adapter)
+    exchange, inflight = await _held_on(old, call)
+    channel = Channel(adapter, new, "new", InFlight())
+    outcome = await Calls(itertools.count(100)).handle(call, exchange, channel)
+    assert getattr(outcome, "message", None) == "no"
+    assert new.sent == [] and len(old.sent) == 1 and old.closed
+    assert inflight.calls == {}
+
+
+async def test_a_session_gone_reply_held_from_a_replaced_session_is_sent_on_the_new_one() -> None:
+    """The replaced session's 404 says the call never ran: it is sent once on the
+    session there is now (no second initialize, and the old one is told nothing)."""
+    result = {"content": [{"type": "text", "text": "hi"}]}
+    old = Scripted([], status=404)
+    new = Scripted([{"jsonrpc": "2.0", "id": 100, "result": result}])
+    adapter = Adapter2025_11_25()
+    call = _call(adapter)
+    exchange, inflight = await _held_on(old, call)
+    channel = Channel(adapter, new, "new", InFlight())
+    outcome = await Calls(itertools.count(100)).handle(call, exchange, channel)
+    assert getattr(outcome, "result", None) == result
+    assert len(old.sent) == 1 and len(new.sent) == 1
+    assert new.sent[0][1]["Mcp-Session-Id"] == "new"
+    assert inflight.calls == {}
