@@ -95,13 +95,12 @@ class SseParser:
         # the new bytes alone keeps a long line that arrives in many chunks linear.
         if buf.find(b"\r", scan_from) < 0:
             # LF only (what servers send): split at once, no pattern search per line.
-            end = buf.rfind(b"\n", scan_from)
-            if end >= 0:
-                for line in bytes(memoryview(buf)[:end]).split(b"\n"):  # one copy, not two
-                    self._line(line, events)
-                del buf[: end + 1]
-            self._check_size(len(buf))
-            return events
+            return self._split(b"\n", events)
+        crlf = buf.count(b"\r\n", scan_from)
+        if buf.count(b"\r", scan_from) == crlf == buf.count(b"\n", scan_from):
+            # CRLF only (sse-starlette's, the Python SDK's), none split across chunks
+            # (a CR ending the bytes is counted alone): split at once too.
+            return self._split(b"\r\n", events)
         start = 0
         while (m := _EOL.search(buf, max(start, scan_from))) is not None:
             self._line(bytes(buf[start : m.start()]), events)
@@ -109,6 +108,18 @@ class SseParser:
             if start == len(buf) and m.group() == b"\r":
                 self._skip_lf = True
         del buf[:start]
+        self._check_size(len(buf))
+        return events
+
+    def _split(self, eol: bytes, events: list[SseEvent]) -> list[SseEvent]:
+        """The buffer's complete lines, all ending in ``eol`` (and only its lines
+        since the last call hold any line ending at all)."""
+        buf = self._buf
+        end = buf.rfind(eol)
+        if end >= 0:
+            for line in bytes(memoryview(buf)[:end]).split(eol):  # one copy, not two
+                self._line(line, events)
+            del buf[: end + len(eol)]
         self._check_size(len(buf))
         return events
 

@@ -289,3 +289,28 @@ def test_random_splits_give_the_same_events(
         normalised = data.replace("\r\n", "\n").replace("\r", "\n")
         expected.append(SseEvent(data=normalised, event=name, id=last_id, retry=retry))
     assert whole == expected
+
+
+_FIELDS = st.sampled_from([b"data", b"data: ", b"event: ", b"id: ", b"retry: ", b": ", b"x"])
+_VALUES = st.binary(max_size=12).map(lambda v: v.replace(b"\r", b"").replace(b"\n", b""))
+
+
+@given(
+    lines=st.lists(st.tuples(_FIELDS, _VALUES), max_size=12),
+    endings=st.lists(st.sampled_from([b"\r\n", b"\n", b"\r"]), min_size=1, max_size=3),
+    one_kind=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=4),
+)
+def test_any_chunking_of_any_line_endings_reads_as_byte_by_byte(
+    lines: list[tuple[bytes, bytes]], endings: list[bytes], one_kind: bool, cuts: list[int]
+) -> None:
+    """Whatever the line endings (one kind throughout, which the parser splits at once,
+    or mixed) and wherever the chunks break, the events are those read a byte at a
+    time (where no shortcut applies)."""
+    stream = b"".join(
+        field + value + (endings[0] if one_kind else endings[i % len(endings)])
+        for i, (field, value) in enumerate(lines)
+    ) + (endings[0] * 2)
+    chunks = split_every(stream, [c for c in cuts if c <= len(stream)])
+    single = [stream[i : i + 1] for i in range(len(stream))]
+    assert parse(*chunks) == parse(*single) == parse(stream)
