@@ -161,8 +161,9 @@ SETTINGS: tuple[Setting, ...] = (
         "pass_through",
         "true|false",
         "a call needing no translation (the same revision both sides) or only its "
-        "answer's (a handshake-era client, a stateless upstream), with nothing to "
-        "rewrite, is sent at once and its plain answer handed back without the full path",
+        "answer's (a handshake-era client, a stateless upstream), on a route with "
+        "nothing to rewrite, is sent at once and a plain result answered without the "
+        "full path",
         "--pass-through",
     ),
     _s(

@@ -27,6 +27,7 @@ from gateway.core import (
 from gateway.core import jsonrpc as rpc
 from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
+from gateway.transport.responder import AnswerSent
 from gateway.transport.sessions import Session
 
 log = structlog.get_logger("gateway.transport.inbound")
@@ -136,7 +137,11 @@ def push_asker(
             # Not carried in the client's revision (None), or carried but not this
             # ask (the refusal says why).
             return refused if message is not None else None
-        await send(message)
+        try:
+            await send(message)
+        except AnswerSent:  # its call was answered first: the question reached nobody
+            session.questions.forget(request_id)
+            return None
         try:
             return await asyncio.wait_for(future, timeout)
         except (TimeoutError, asyncio.CancelledError) as exc:

@@ -23,6 +23,10 @@ PRIME_AFTER = 0.05
 KEEPALIVE_COMMENT = b": keepalive\n\n"
 
 
+class AnswerSent(RuntimeError):
+    """A message for a POST whose answer has gone out: there is nowhere to send it."""
+
+
 class Responder:
     """One POST's answer: plain JSON unless something must be streamed first.
 
@@ -51,6 +55,8 @@ class Responder:
         # A stream to open shortly (open_soon): the timer, then the opening.
         self._soon: asyncio.TimerHandle | None = None
         self._opening: asyncio.Task[Sink] | None = None
+        # Set as the answer goes out: nothing opens a stream (a response) after it.
+        self._finished = False
         self._streamed = False
 
     async def open(self) -> Sink:
@@ -118,7 +124,13 @@ class Responder:
                 opening.cancel()
 
     async def send(self, message: dict[str, Any]) -> None:
+        """One message before the answer (AnswerSent once the answer is out: a late
+        question reaches nobody here, and must not open a second response)."""
+        if self._finished:
+            raise AnswerSent("the request's answer has gone out")
         async with self._lock:
+            if self._finished:  # the answer went out while this waited for the lock
+                raise AnswerSent("the request's answer has gone out")
             stream = await self.open()
             await stream.write(self._frame(message))
             if self._beat is not None:
@@ -142,25 +154,25 @@ class Responder:
         return encode_event(data, event="message")
 
     async def finish(self, message: Any, status: int = 200) -> WholeAnswer | Sink:
+        self._finished = True
         self._not_soon()
         if self._beat is not None:
             self._beat.stop()
         if self._opening is not None:
             await self._opening
-        if self.stream is None and (not self._streamed or status != 200):
-            # Nothing streamed yet, and a status to tell (a refusal known before the
-            # upstream was asked, say a rate limit's 429): plain JSON carries it.
-            return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
-        if self.stream is None:
-            # Answered before its stream had to open: the whole stream (its priming
-            # event, the answer, its end) in one answer of known length.
-            headers = {**self.headers, "Cache-Control": "no-cache"}
-            return WholeAnswer(200, headers, self._whole(message), EVENT_STREAM)
-        async with self._lock:
-            head = await self._start() if self.stream is None else b""
+        async with self._lock:  # a send opening the stream now is waited for
+            if self.stream is None and (not self._streamed or status != 200):
+                # Nothing streamed yet, and a status to tell (a refusal known before the
+                # upstream was asked, say a rate limit's 429): plain JSON carries it.
+                return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
+            if self.stream is None:
+                # Answered before its stream had to open: the whole stream (its priming
+                # event, the answer, its end) in one answer of known length.
+                headers = {**self.headers, "Cache-Control": "no-cache"}
+                return WholeAnswer(200, headers, self._whole(message), EVENT_STREAM)
             frame = self._frame(message)
             if self._log is not None:
                 self._log.finish(self._number)
-            # Headers, priming, the last event and the stream's end: as few sends as can be.
-            await self._started().write_eof(head + frame)
+            # The last event and the stream's end in one send.
+            await self._started().write_eof(frame)
         return self._started()

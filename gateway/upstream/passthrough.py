@@ -213,12 +213,13 @@ class Sending:
             return None
         if not is_response_to(first, self.upstream_id, reply.status):
             return None
+        # The adapter's rule for a plain, complete result, whichever the client's revision.
         result: dict[str, Any] | Value | None
-        if self.translate:  # what the full path's reading makes of it (calls._read)
+        result = self.adapter.verbatim_result(call.operation, first, self.profile)
+        if result is not None and self.translate:
+            # What the full path's reading makes of it (calls._read).
             read = self.adapter.client_read_response(call, first)
             result = read if isinstance(read, Value) else None
-        else:
-            result = self.adapter.verbatim_result(call.operation, first, self.profile)
         if result is not None:
             await reply.aclose()
         return result
