@@ -160,16 +160,20 @@ class Responder:
             self._beat.stop()
         if self._opening is not None:
             await self._opening
-        async with self._lock:  # a send opening the stream now is waited for
-            if self.stream is None and (not self._streamed or status != 200):
-                # Nothing streamed yet, and a status to tell (a refusal known before the
-                # upstream was asked, say a rate limit's 429): plain JSON carries it.
-                return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
-            if self.stream is None:
-                # Answered before its stream had to open: the whole stream (its priming
-                # event, the answer, its end) in one answer of known length.
-                headers = {**self.headers, "Cache-Control": "no-cache"}
-                return WholeAnswer(200, headers, self._whole(message), EVENT_STREAM)
+        if self._lock.locked():  # a send opening the stream (or writing) is waited for
+            async with self._lock:
+                pass
+        # No wait from here to the answer: nothing opens the stream meanwhile.
+        if self.stream is None and (not self._streamed or status != 200):
+            # Nothing streamed yet, and a status to tell (a refusal known before the
+            # upstream was asked, say a rate limit's 429): plain JSON carries it.
+            return WholeAnswer(status, self.headers, orjson.dumps(message), JSON)
+        if self.stream is None:
+            # Answered before its stream had to open: the whole stream (its priming
+            # event, the answer, its end) in one answer of known length.
+            headers = {**self.headers, "Cache-Control": "no-cache"}
+            return WholeAnswer(200, headers, self._whole(message), EVENT_STREAM)
+        async with self._lock:
             frame = self._frame(message)
             if self._log is not None:
                 self._log.finish(self._number)

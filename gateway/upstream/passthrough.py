@@ -213,13 +213,15 @@ class Sending:
             return None
         if not is_response_to(first, self.upstream_id, reply.status):
             return None
-        # The adapter's rule for a plain, complete result, whichever the client's revision.
         result: dict[str, Any] | Value | None
-        result = self.adapter.verbatim_result(call.operation, first, self.profile)
-        if result is not None and self.translate:
-            # What the full path's reading makes of it (calls._read).
+        if self.translate:
+            # What the full path's reading makes of it (calls._read): a result that is
+            # no question (an error or input_required is read on by the full path),
+            # which the client's adapter then encodes as the full path does.
             read = self.adapter.client_read_response(call, first)
             result = read if isinstance(read, Value) else None
+        else:
+            result = self.adapter.verbatim_result(call.operation, first, self.profile)
         if result is not None:
             await reply.aclose()
         return result

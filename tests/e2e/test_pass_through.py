@@ -312,8 +312,7 @@ async def test_a_handshake_era_client_is_answered_as_the_full_path_answers_it(
                     on_metrics = await response.text()
                 async with http.get(off.url("/metrics")) as response:
                     off_metrics = await response.text()
-            # echo and named: plain results (the first echo learnt the tools on the full
-            # path); the rest read on in the full path, as for a client of the upstream's
-            # revision (the same rule on what a plain, complete result is).
-            assert _passed(on_metrics) == 2
+            # echo, named and vendor: results the adapters translate (the first echo
+            # learnt the tools on the full path); the rest read on in the full path.
+            assert _passed(on_metrics) == 3
             assert _passed(off_metrics) == 0
