@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,17 @@ async def _serving() -> AsyncIterator[tuple[Upstream, str]]:
         await runner.cleanup()
 
 
+@contextlib.contextmanager
+def _both(route: str, tmp_path: Path) -> Iterator[tuple[RunningGateway, RunningGateway]]:
+    """Two gateways on ``route``: the lane on, and off (``--no-pass-through``)."""
+    off = ("--no-pass-through",)
+    with (
+        gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
+        gateway(route, extra=off, tmp_path=tmp_path, expected_errors=FAILED) as full,
+    ):
+        yield on, full
+
+
 def _call(id_: int, name: str, token: int | None = None) -> dict[str, Any]:
     message = modern_request(id_, "tools/call", {"name": name, "arguments": {"text": f"t{id_}"}})
     if token is not None:
@@ -180,15 +191,7 @@ def _passed(metrics: str) -> float:
 
 async def test_the_lane_answers_as_the_full_path_does(tmp_path: Path) -> None:
     async with _serving() as (upstream, url):
-        with (
-            gateway(f"/mcp={url}", tmp_path=tmp_path, expected_errors=FAILED) as on,
-            gateway(
-                f"/mcp={url}",
-                extra=("--no-pass-through",),
-                tmp_path=tmp_path,
-                expected_errors=FAILED,
-            ) as off,
-        ):
+        with _both(f"/mcp={url}", tmp_path) as (on, off):
             async with aiohttp.ClientSession() as http:
                 for gw in (on, off):  # the lists read: every tool known to both
                     listing = modern_request(1, "tools/list")
@@ -249,13 +252,7 @@ async def test_what_the_client_is_told_when_the_upstream_fails_after_the_lane_se
     """A call the lane sent whose answer never comes, is lost, or cannot be used: the
     client is told what the full path tells it, and the call reached the upstream once."""
     async with _serving() as (upstream, url):
-        route = f"/mcp={url},timeout=1"
-        with (
-            gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
-            gateway(
-                route, extra=("--no-pass-through",), tmp_path=tmp_path, expected_errors=FAILED
-            ) as off,
-        ):
+        with _both(f"/mcp={url},timeout=1", tmp_path) as (on, off):
             async with aiohttp.ClientSession() as http:
                 for gw in (on, off):
                     listing = modern_request(1, "tools/list")
@@ -289,13 +286,7 @@ async def test_a_handshake_era_client_is_answered_as_the_full_path_answers_it(
     upstream's revision and the adapters translate a plain result, as the full path
     does; every other answer, faults included, is read on by the full path."""
     async with _serving() as (upstream, url):
-        route = f"/mcp={url},timeout=1"
-        with (
-            gateway(route, tmp_path=tmp_path, expected_errors=FAILED) as on,
-            gateway(
-                route, extra=("--no-pass-through",), tmp_path=tmp_path, expected_errors=FAILED
-            ) as off,
-        ):
+        with _both(f"/mcp={url},timeout=1", tmp_path) as (on, off):
             async with aiohttp.ClientSession() as http:
                 session_on = await open_session(http, on.url("/mcp"), HANDSHAKE)
                 session_off = await open_session(http, off.url("/mcp"), HANDSHAKE)
