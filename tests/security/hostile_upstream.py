@@ -3,9 +3,11 @@
 ``HostileHttp`` is a raw HTTP/1.1 server (asyncio streams on a thread of its own, no
 framework to tidy what it writes): it speaks enough MCP to open a session (initialize,
 notifications, tools/list, DELETE) and answers ``tools/call`` with ``answer`` as it is,
-status line, headers and body, then closes.  On ``GET /sse`` it is an HTTP+SSE
-(2024-11-05) server whose ``endpoint`` event says ``endpoint``; its POSTs' answers
-then go on that stream, the tool call's framed as ``sse_answer`` says.
+status line, headers and body, then closes.  Under ``/modern`` it is a stateless
+(2026-07-28) server the same way (``server/discover`` and ``tools/list``, no session).
+On ``GET /sse`` it is an HTTP+SSE (2024-11-05) server whose ``endpoint`` event says
+``endpoint``; its POSTs' answers then go on that stream, the tool call's framed as
+``sse_answer`` says.
 
 ``python -m tests.security.hostile_upstream FILE`` is the stdio one: a 2025-11-25
 server that answers ``tools/call`` with the bytes in FILE (read at each call).
@@ -22,6 +24,7 @@ from typing import Any
 
 ID = b"{ID}"  # in an answer: the request's id, as JSON
 VERSION = "2025-11-25"
+MODERN = "2026-07-28"
 TOOLS = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
 
 
@@ -33,6 +36,9 @@ def _result(message: dict[str, Any], version: str) -> dict[str, Any] | None:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "hostile", "version": "0"},
         }
+    if method == "server/discover":
+        info = {"io.modelcontextprotocol/serverInfo": {"name": "hostile", "version": "0"}}
+        return {"supportedVersions": [version], "capabilities": {"tools": {}}, "_meta": info}
     if method == "tools/list":
         return TOOLS
     if method == "ping":
@@ -104,10 +110,11 @@ class HostileHttp:
             return b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         if "id" not in message:
             return b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        result = _result(message, VERSION)
+        modern = target.startswith("/modern")
+        result = _result(message, MODERN if modern else VERSION)
         if result is not None:
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-            return _json(200, reply, "Mcp-Session-Id: s1\r\n")
+            return _json(200, reply, "" if modern else "Mcp-Session-Id: s1\r\n")
         return self.answer.replace(ID, json.dumps(message["id"]).encode())
 
     async def _sse(self, writer: asyncio.StreamWriter) -> None:

@@ -70,6 +70,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     stdio = f"stdio:{sys.executable} -m tests.security.hostile_upstream {answer}"
     routes = (
         f"/h={url}/mcp,version=2025-11-25,transport=http,timeout=2",
+        # Stateless: the pass-through lane's own (2026-07-28 clients) and translated
+        # (2025-11-25 clients) calls, once the tool list was read.
+        f"/m={url}/modern,version=2026-07-28,transport=http,timeout=2",
         f"/s={url}/sse,version=2024-11-05,transport=sse,timeout=1",
         f"/i={stdio},version=2025-11-25,shared=true,timeout=1",
     )
@@ -282,6 +285,7 @@ def _frame(
     length=lengths,
     extra=extra_headers,
     revision=st.sampled_from(["2026-07-28", "2025-11-25"]),
+    path=st.sampled_from(["/h", "/m"]),
 )
 def test_streamable_http_answers(
     lab: Lab,
@@ -291,9 +295,11 @@ def test_streamable_http_answers(
     length: str,
     extra: list[tuple[bytes, bytes]],
     revision: str,
+    path: str,
 ) -> None:
+    """Before a handshake-era upstream (/h) and a stateless one (/m)."""
     lab.hostile.answer = _frame(status, ctype, body, length, extra)
-    _call(lab, "/h", revision)
+    _call(lab, path, revision)
 
 
 @pytest.mark.timeout(600)
