@@ -38,7 +38,7 @@ def pair(adapters: AdapterSet, client: Adapter, upstream: str | None) -> bool:
     gateway's to read: the adapters translate it as on the full path).  A stateless
     client's call to a handshake-era upstream is the full path's (its sessions are
     pooled, its questions parked).  Of the handshake era only revisions with verbatim
-    operations (2025-06-18 on) ever get here: :func:`qualifies` asks first."""
+    operations ever get here: :func:`qualifies` asks first."""
     if upstream == client.version:
         return True
     return client.has_handshake and adapters.names_stateless(upstream)
