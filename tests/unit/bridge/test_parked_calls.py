@@ -93,6 +93,9 @@ async def settle(table: ParkingTable) -> None:
     """Until every reaping the table started has finished (bounded)."""
     while table._reaping:
         await asyncio.wait_for(asyncio.gather(*table._reaping, return_exceptions=True), WITHIN)
+        # Their done callbacks (which take them out of the set) run on the loop's next
+        # turn; awaiting futures already done yields none on Python 3.12 (a busy loop).
+        await asyncio.sleep(0)
 
 
 # --------------------------------------------------------------------------- bound
