@@ -36,7 +36,6 @@ import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import IntEnum
-from functools import partial
 
 import structlog
 
@@ -84,8 +83,20 @@ class ParkedCall:
     emit: EventSink = discard_event
     missing: Ask | None = None
     _expiry: asyncio.TimerHandle | None = None
-    # The unguessable name its sealed state carries.
-    id: str = field(default_factory=partial(secrets.token_urlsafe, 16))
+    # The unguessable name its sealed state carries: drawn once it is first needed
+    # (most calls end without a round, and the draw is a system call).
+    _name: str | None = None
+
+    @property
+    def id(self) -> str:
+        if self._name is None:
+            self._name = secrets.token_urlsafe(16)
+        return self._name
+
+    @property
+    def named(self) -> bool:
+        """Whether it ever had a name (only a named call was ever kept in a table)."""
+        return self._name is not None
 
     def move(self, to: Phase) -> None:
         if to is not self.phase and to not in TRANSITIONS[self.phase]:
@@ -215,7 +226,7 @@ class ParkingTable:
             self._hurried.discard(parked.principal)  # well under its quota again
 
     def unpark(self, parked: ParkedCall) -> None:
-        if self._calls.get(parked.id) is not parked:
+        if not parked.named or self._calls.get(parked.id) is not parked:
             return  # never parked, or already let go: nothing to forget, no deadline set
         del self._calls[parked.id]
         self._forget(parked)

@@ -49,6 +49,8 @@ class Questions(Generic[Q, A]):
         self._waiting.pop(key, None)
 
     def unanswered(self) -> dict[str, Q]:
+        if not self._waiting:
+            return {}  # the common case, without building a comprehension's frame
         return {key: q for key, (q, future) in self._waiting.items() if not future.done()}
 
     def answer(self, answers: Mapping[str, A]) -> None:
@@ -67,6 +69,8 @@ class Questions(Generic[Q, A]):
     def resolve_all(self, answer_for: Callable[[Q], A]) -> None:
         """Answer every question still waiting (a refusal, or "nobody asked") and let
         go of them all."""
+        if not self._waiting:
+            return
         for question, future in self._waiting.values():
             if not future.done():
                 future.set_result(answer_for(question))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.bridge.parked_calls import progress_as
-from gateway.bridge.rounds import TRANSITIONS, IllegalMove, ParkedCall, Phase
+from gateway.bridge.rounds import TRANSITIONS, IllegalMove, ParkedCall, ParkingTable, Phase
 from gateway.core import Event
 
 FINAL = {Phase.DONE, Phase.MISSING, Phase.RELEASED}
@@ -66,3 +66,20 @@ async def test_a_resumed_calls_progress_is_told_as_the_open_requests() -> None:
         log,
         log,
     ]
+
+
+async def test_a_call_draws_its_name_only_when_kept_and_keeps_it() -> None:
+    """Most calls end without a round: they never draw the unguessable name a sealed
+    state carries (a system call each), and unparking one is a no-op.  A call kept in
+    the table has one, the same every time it is read, and is found by it."""
+    table = ParkingTable()
+    quick = ParkedCall()
+    table.unpark(quick)
+    assert not quick.named
+    kept = ParkedCall(phase=Phase.GATHERING)
+    table.park(kept)
+    assert kept.named and kept.id == kept.id and len(kept.id) >= 21
+    assert table.get(kept.id) is kept
+    assert ParkedCall().id != kept.id
+    table.unpark(kept)
+    assert table.get(kept.id) is None
