@@ -4,9 +4,11 @@ alike; an error names the header and where its value came from, never the value.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 class HeaderError(ValueError):
@@ -35,9 +37,11 @@ def static_headers(
     route: str,
     from_env: Mapping[str, str],
     from_file: Mapping[str, str],
-    environ: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The route's static upstream headers, read from the environment and files now."""
+    """The route's static upstream headers, read from the environment (default: this
+    process's) and files now."""
+    environ = os.environ if environ is None else environ
     headers: dict[str, str] = {}
     for header, variable in from_env.items():
         where = f"route {route}: headers_from_env.{header}"
@@ -58,11 +62,49 @@ def static_headers(
     return headers
 
 
-def credentials_from(from_env: Mapping[str, str], from_file: Mapping[str, str]) -> str:
+def introspection_header(route: str, variable: str, environ: Mapping[str, str] | None) -> str:
+    """The Authorization for a route's introspection endpoint, read from ``variable``
+    now as a static header is (its errors name the option it comes from)."""
+    try:
+        return static_headers(route, {"Authorization": variable}, {}, environ)["Authorization"]
+    except HeaderError as exc:
+        said = str(exc).replace("headers_from_env.Authorization", "auth_introspection_auth_env")
+        raise HeaderError(said) from None
+
+
+def credentials_from(
+    from_env: Mapping[str, str], from_file: Mapping[str, str], url: str = ""
+) -> str:
     """Where the Authorization a route sends upstream comes from ("headers_from_env
-    UPSTREAM_AUTH"), if it sends one itself; else ""."""
+    UPSTREAM_AUTH", or its URL's user info), if it sends one itself; else ""."""
     for option, mapping in (("headers_from_env", from_env), ("headers_from_file", from_file)):
         for header, source in mapping.items():
             if header.lower() in ("authorization", "proxy-authorization"):
                 return f"{option} {source}"
-    return ""
+    return "the user info of its URL" if has_user_info(url) else ""
+
+
+def has_user_info(url: str) -> bool:
+    """Whether an upstream URL carries user info (sent as Basic credentials)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False  # not a URL the route accepts: its own check says so
+    return parts.username is not None or parts.password is not None
+
+
+def set_upstream(
+    from_env: Mapping[str, str], from_file: Mapping[str, str], urls: Sequence[str]
+) -> set[str]:
+    """The headers (lower case) a route sets upstream itself, which no client's may
+    replace: its static headers, and Authorization where a URL carries user info.
+    Raises ValueError for an Authorization set both ways (no request can carry both)."""
+    static = {name.lower() for name in (*from_env, *from_file)}
+    if any(has_user_info(url) for url in urls):
+        if "authorization" in static:
+            raise ValueError(
+                "an upstream URL with user info sends its own Authorization: set it either "
+                "there or by headers_from_env/headers_from_file, not both"
+            )
+        static.add("authorization")
+    return static

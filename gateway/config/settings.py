@@ -44,7 +44,7 @@ from gateway.bridge.backend import (
     DEFAULT_PARK_TTL_OVER_QUOTA,
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
-from gateway.config.headers import HeaderError, credentials_from, static_headers
+from gateway.config import headers
 from gateway.config.route_options import (
     BY_NAME,
     ROUTE_KEYS,
@@ -168,12 +168,10 @@ class RouteSpec(BaseModel):
     allowed_origins: list[str] = Field(default_factory=list)
     # Inbound headers forwarded upstream besides the defaults (authorization, trace context).
     forward_headers: list[str] = Field(default_factory=list)
-    # Headers sent upstream on every request of this route: header -> environment variable.
+    # Headers sent upstream on every request: header -> environment variable, or file.
     headers_from_env: dict[str, str] = Field(default_factory=dict)
-    # Headers sent upstream on every request of this route: header -> file holding the value.
     headers_from_file: dict[str, str] = Field(default_factory=dict)
-    # The route's URL as clients reach it (the OAuth resource identifier); else derived
-    # from each request.
+    # The route's URL as clients reach it (OAuth's resource identifier; else per request).
     public_url: str | None = None
     # OAuth: "transparent" passes the upstream's protection through to the client;
     # "gateway" checks bearer tokens here and calls the upstream with the route's own
@@ -235,12 +233,21 @@ class RouteSpec(BaseModel):
             raise ValueError("also= names more HTTP targets; a stdio route uses instances=N")
         if self.instances > 1 and self.command is None:
             raise ValueError("instances=N is for a stdio route; an HTTP route uses also=URL|URL")
+        headers.set_upstream(self.headers_from_env, self.headers_from_file, self._urls)
         return self
+
+    @property
+    def _urls(self) -> list[str]:
+        return [self.upstream, *self.also]  # a stdio command is no URL: it has no user info
+
+    def _own_credentials(self, url: str) -> str:
+        return headers.credentials_from(self.headers_from_env, self.headers_from_file, url)
 
     def target_settings(self) -> list[UpstreamSettings]:
         """Each target's settings: the upstream, then ``also``'s URLs or more instances."""
         first = self.upstream_settings()
-        more = [replace(first, url=url) for url in self.also]
+        own = self._own_credentials
+        more = [replace(first, url=url, credentials_from=own(url)) for url in self.also]
         more += [replace(first) for _ in range(self.instances - 1)]
         return [first, *more]
 
@@ -274,14 +281,11 @@ class RouteSpec(BaseModel):
     def forwarded_headers(self) -> tuple[str, ...]:
         """The client headers the route passes upstream: never one the gateway sets for
         the upstream itself, and with auth=gateway never the client's token."""
-        static = {name.lower() for name in (*self.headers_from_env, *self.headers_from_file)}
-        return tuple(
-            dict.fromkeys(
-                name
-                for name in (*DEFAULT_FORWARD_HEADERS, *self.forward_headers)
-                if name not in static and not (self.auth == "gateway" and name == "authorization")
-            )
-        )
+        static = headers.set_upstream(self.headers_from_env, self.headers_from_file, self._urls)
+        if self.auth == "gateway":
+            static.add("authorization")
+        names = (*DEFAULT_FORWARD_HEADERS, *self.forward_headers)
+        return tuple(dict.fromkeys(name for name in names if name not in static))
 
     @property
     def command(self) -> list[str] | None:
@@ -313,7 +317,7 @@ class RouteSpec(BaseModel):
             max_connections=self.max_connections,
             max_message=self.max_message,
             route=self.path,
-            credentials_from=credentials_from(self.headers_from_env, self.headers_from_file),
+            credentials_from=self._own_credentials(self.upstream),
         )
 
     @field_validator("forward_headers")
@@ -344,25 +348,20 @@ class RouteSpec(BaseModel):
 
     def upstream_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The static upstream headers, read from the environment and files now."""
-        environ = os.environ if environ is None else environ
         try:
-            return static_headers(self.path, self.headers_from_env, self.headers_from_file, environ)
-        except HeaderError as exc:
+            return headers.static_headers(
+                self.path, self.headers_from_env, self.headers_from_file, environ
+            )
+        except headers.HeaderError as exc:
             raise SettingsError(str(exc)) from None
 
     def introspection_auth(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The Authorization header for the introspection endpoint, read now."""
         variable = self.auth_introspection_auth_env
-        if variable is None:
-            return None
-        environ = os.environ if environ is None else environ
-        try:  # read as a static header is: Authorization from that variable
-            return static_headers(self.path, {"Authorization": variable}, {}, environ)[
-                "Authorization"
-            ]
-        except HeaderError as exc:
-            said = str(exc).replace("headers_from_env.Authorization", "auth_introspection_auth_env")
-            raise SettingsError(said) from None
+        try:
+            return headers.introspection_header(self.path, variable, environ) if variable else None
+        except headers.HeaderError as exc:
+            raise SettingsError(str(exc)) from None
 
 
 def check_rate(value: str | None) -> str | None:

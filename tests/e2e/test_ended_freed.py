@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import subprocess
-import sys
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -41,8 +39,7 @@ from tests.e2e.fake_client import (
     post,
     session_headers,
 )
-from tests.e2e.gateway_proc import REPO, free_port
-from tests.security.harness import demo_upstream
+from tests.security.harness import demo_upstream, modern_upstream
 
 FREED_WITHIN = 5.0
 
@@ -57,21 +54,8 @@ def demo(tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def modern() -> Iterator[str]:
     """bench.upstreams' 2026-07-28 echo server: the gateway keeps no upstream session."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.upstreams", "modern", str(port), str(free_port())],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().decode().strip()
-        assert url.startswith("http://"), url
+    with modern_upstream() as url:
         yield url
-    finally:
-        process.kill()
-        process.wait(5)
 
 
 @contextlib.asynccontextmanager

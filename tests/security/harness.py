@@ -54,6 +54,25 @@ def demo_upstream(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@contextlib.contextmanager
+def modern_upstream() -> Iterator[str]:
+    """bench.upstreams' 2026-07-28 echo server in its own process (a stateless
+    upstream: the gateway keeps no upstream session); its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.upstreams", "modern", str(free_port()), str(free_port())],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().decode().strip()
+        assert url.startswith("http://"), f"the modern upstream did not start: {url!r}"
+        yield url
+    finally:
+        _kill(process)
+
+
 def _toml(value: Any) -> str:
     return json.dumps(value)  # numbers, strings and lists of strings read the same
 

@@ -44,7 +44,7 @@ from tests.e2e.fake_client import (
 )
 from tests.e2e.gateway_proc import REPO, HeldPort, RunningGateway, gateway
 from tests.e2e.otlp_receiver import Receiver
-from tests.security.harness import demo_upstream
+from tests.security.harness import demo_upstream, modern_upstream
 
 
 def _canary(name: str) -> str:
@@ -173,7 +173,12 @@ async def _drive_clients(http: aiohttp.ClientSession, base: str) -> list[tuple[s
         for version in HANDSHAKE_REVISIONS:
             try:
                 session = await open_session(http, url, version, _client_headers({}))
-            except AssertionError as refused:  # the dead route: refused at once
+            except AssertionError as refused:
+                # The dead route refuses at once, the guarded one (its issuer is dead)
+                # too; a 2024-11-05 POST is answered with no session (its own transport
+                # kept it in the endpoint URL).  Nothing else may refuse.
+                refusing = path in ("/dead", "/guarded") or version == "2024-11-05"
+                assert refusing, f"{path} {version}: {refused}"
                 told.append((f"{path} {version} initialize", str(refused)))
                 continue
             body = request(2, "tools/call", {"name": "add", "arguments": _arguments()})
@@ -254,6 +259,83 @@ async def test_no_canary_leaves_a_running_gateway(tmp_path: Path, receiver: Rece
     found += leaks("the log", log)
     spans = json.dumps([vars(span) for span in receiver.spans], default=lambda o: vars(o))
     found += leaks("the spans", spans)
+    assert "Traceback" not in log, log[-3000:]
+    assert found == [], "\n".join(sorted(set(found)))
+
+
+def _lane_routes(demo: str, modern: str, secret_file: Path) -> list[str]:
+    """A route before each era, each carrying every kind of upstream secret, and nothing
+    that turns the pass-through lane off (no console, no tracing, one target)."""
+    headers = (
+        f"headers_from_env=X-Upstream-Key:CANARY_ENV,headers_from_file=X-File-Key:{secret_file}"
+    )
+
+    def secret(url: str) -> str:
+        host, _, path = url.removeprefix("http://").partition("/")
+        return f"http://user:{C['urlpw']}@{host}/{path}?token={C['urlq']}"
+
+    return [f"/mcp={secret(demo)},{headers}", f"/m={secret(modern)},{headers}"]
+
+
+async def _drive_lane(http: aiohttp.ClientSession, base: str) -> list[tuple[str, str]]:
+    """Each revision's calls on both routes, twice each, after the tool list (so the
+    lane carries them), with secrets in the arguments: what each client was told."""
+    told: list[tuple[str, str]] = []
+    tools = {"/mcp": ("add", "greet_me"), "/m": ("echo",)}
+    for path, names in tools.items():
+        url = base + path
+        for version in ("2025-06-18", "2025-11-25"):  # the handshake era's lane revisions
+            session = await open_session(http, url, version, _client_headers({}))
+            headers = _client_headers(session_headers(session, version))
+            await post(http, url, request(1, "tools/list"), headers)
+            for number, name in enumerate(names * 2, 2):
+                arguments = {"a": 2, "b": 3, "text": "t", **ARGS}
+                body = request(number, "tools/call", {"name": name, "arguments": arguments})
+                reply = await post(http, url, body, headers)
+                told.append((f"{path} {version} {name}", f"{reply.status} {reply.text}"))
+        listing = modern_request(1, "tools/list")
+        await post(http, url, listing, _client_headers(modern_headers("tools/list")))
+        for number, name in enumerate(names * 2, 2):
+            body = modern_request(
+                number, "tools/call", {"name": name, "arguments": {"a": 2, "text": "t", **ARGS}}
+            )
+            reply = await post(http, url, body, _client_headers(modern_headers("tools/call", name)))
+            told.append(
+                (f"{path} 2026-07-28 {name}", f"{reply.status} {dict(reply.headers)} {reply.text}")
+            )
+    return told
+
+
+def _passed(metrics: str, route: str) -> float:
+    found = re.search(rf'gateway_pass_through_total{{route="{re.escape(route)}"}} (\S+)', metrics)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_no_canary_leaves_through_the_pass_through_lane(tmp_path: Path) -> None:
+    """The lane (on by default; off in the test above, whose console and tracing
+    turn it off) before a handshake-era and a stateless upstream: both kinds of lane
+    answer calls, and no secret reaches an answer, the log at debug or the ops pages."""
+    secret_file = tmp_path / "key"
+    secret_file.write_text(C["filehdr"])
+    with demo_upstream(tmp_path) as demo, modern_upstream() as modern:
+        routes = _lane_routes(demo, modern, secret_file)
+        extra = ("--log-level", "debug")
+        with gateway(
+            *routes, extra=extra, tmp_path=tmp_path, env=_env(None), check=False
+        ) as running:
+            async with aiohttp.ClientSession() as http:
+                told = await _drive_lane(http, running.base)
+                seen = []
+                for page in ("/", "/readyz", "/metrics", "/healthz"):
+                    async with http.get(running.url(page)) as resp:
+                        seen.append((page, f"{dict(resp.headers)} {await resp.text()}"))
+        log = running.log()
+    metrics = dict(seen)["/metrics"]
+    # Each add (2 revisions x 2) and each echo (3 clients x 2): greet_me asks, so is read on.
+    assert (_passed(metrics, "/mcp"), _passed(metrics, "/m")) == (4, 6), metrics
+    found = [leak for where, text in told for leak in leaks(f"the answer to {where}", text)]
+    found += [leak for where, text in seen for leak in leaks(where, text)]
+    found += leaks("the log", log)
     assert "Traceback" not in log, log[-3000:]
     assert found == [], "\n".join(sorted(set(found)))
 

@@ -42,3 +42,31 @@ def test_introspection_credential_comes_from_the_environment() -> None:
 def test_trust_forwarded_defaults_off() -> None:
     assert load_settings({}).trust_forwarded is False
     assert load_settings({"trust_forwarded": True}).trust_forwarded is True
+
+
+def test_a_urls_user_info_is_the_routes_own_authorization() -> None:
+    """A route URL with user info sends its own Basic Authorization: the client's is
+    never forwarded there (aiohttp refuses a request carrying both, so every call
+    failed as "unreachable"), and a 401 there is the route's (credentials_from)."""
+    plain = RouteSpec.parse("/a=http://127.0.0.1:1/mcp")
+    assert "authorization" in plain.forwarded_headers()
+    assert plain.upstream_settings().credentials_from == ""
+    spec = RouteSpec.parse("/a=http://u:p@127.0.0.1:1/mcp,also=http://127.0.0.1:2/mcp")
+    assert "authorization" not in spec.forwarded_headers()
+    assert "traceparent" in spec.forwarded_headers()
+    first, second = spec.target_settings()
+    assert first.credentials_from == "the user info of its URL"
+    assert second.credentials_from == ""  # that target sends none of its own
+    also = RouteSpec.parse("/a=http://127.0.0.1:1/mcp,also=http://u@127.0.0.1:2/mcp")
+    assert "authorization" not in also.forwarded_headers()
+    stdio = RouteSpec.parse("/s=stdio:gateway stdio --upstream http://u:p@127.0.0.1:1/mcp")
+    assert "authorization" in stdio.forwarded_headers()  # its command's URL is the child's
+
+
+def test_authorization_set_both_by_url_and_header_is_refused() -> None:
+    with pytest.raises(SettingsError, match="user info sends its own Authorization") as caught:
+        RouteSpec.parse("/a=http://u:SECRETPW@127.0.0.1:1/mcp,headers_from_env=Authorization:X")
+    assert "SECRETPW" not in str(caught.value)
+    assert "\n" not in str(caught.value)
+    header = RouteSpec.parse("/a=http://127.0.0.1:1/mcp,headers_from_env=Authorization:X")
+    assert header.upstream_settings().credentials_from == "headers_from_env X"
