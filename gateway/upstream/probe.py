@@ -159,7 +159,11 @@ class EraProbe:
                 ):
                     raise carrier_failure(exc) from exc
                 # The spec's fallback: POST refused, try the old GET stream.
-        if await self._sse_check(headers) is None:
+        try:
+            endpoint = await self._sse_check(headers)
+        except CarrierError as exc:
+            raise carrier_failure(exc) from exc
+        if endpoint is None:
             raise Failure(
                 FailureKind.UPSTREAM_PROTOCOL,
                 "the upstream speaks no MCP transport the gateway recognises "

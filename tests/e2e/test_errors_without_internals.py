@@ -33,11 +33,19 @@ def _error_of(text: str) -> dict[str, object]:
     return error
 
 
-@pytest.mark.parametrize("path", ["/down", "/nocmd"])
+@pytest.mark.parametrize("path", ["/down", "/down-h", "/down-m", "/down-s", "/nocmd"])
 async def test_no_upstream_address_or_command_in_any_error(
     tmp_path: Path, http: aiohttp.ClientSession, dead_url: str, path: str
 ) -> None:
-    routes = (f"/down={dead_url}", f"/nocmd=stdio:{COMMAND} --flag")
+    """Unpinned (the era probe's error), and pinned to each carrier: a handshake-era
+    and a stateless server's Streamable HTTP, HTTP+SSE, stdio."""
+    routes = (
+        f"/down={dead_url}",
+        f"/down-h={dead_url},version=2025-11-25,transport=http",
+        f"/down-m={dead_url},version=2026-07-28,transport=http",
+        f"/down-s={dead_url},transport=sse",
+        f"/nocmd=stdio:{COMMAND} --flag",
+    )
     with gateway(*routes, tmp_path=tmp_path) as gw:
         replies = [await post(http, gw.url(path), initialize(1, version)) for version in LEGACY]
         modern = modern_request(2, "tools/call", {"name": "add", "arguments": {}})

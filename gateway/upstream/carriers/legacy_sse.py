@@ -331,7 +331,8 @@ async def open_legacy_sse_probe(
     timeout: float,  # noqa: ASYNC109 - also bounds connect and socket reads, not only the wait
     headers: Mapping[str, str] | None = None,
 ) -> str | None:
-    """The endpoint URL if a GET to ``url`` opens an HTTP+SSE stream, else None.
+    """The endpoint URL if a GET to ``url`` opens an HTTP+SSE stream, else None;
+    raises CarrierError (unreached) when no connection can be made at all.
 
     The spec's fallback test: the first event of a legacy server's stream is
     ``endpoint``.  The probe's stream (and its session) is closed afterwards.
@@ -360,6 +361,10 @@ async def open_legacy_sse_probe(
     except CarrierError as exc:
         log.warning("HTTP+SSE probe refused", url=redacted(target), reason=str(exc))
         return None
+    except (aiohttp.ClientConnectorError, ConnectionRefusedError) as exc:
+        # Nobody listens there: unreachable (and nothing sent), not a server that
+        # speaks no transport of ours.
+        raise transport_error(exc, f"GET {redacted(target)}") from None
     except (aiohttp.ClientError, TimeoutError, OSError, SseError) as exc:
         log.debug("HTTP+SSE probe failed", url=redacted(target), reason=repr(exc))
         return None

@@ -389,11 +389,13 @@ async def test_probe(serve: Serve, session: aiohttp.ClientSession) -> None:
     assert await open_legacy_sse_probe(session, modern / "json", 2.0) is None
     assert await open_legacy_sse_probe(session, modern / "stream", 2.0) is None
     assert await open_legacy_sse_probe(session, base / "silent", 2.0) is None
-    # Nothing listening.
+    # Nothing listening: unreachable (never sent), not "no transport of ours".
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    assert await open_legacy_sse_probe(session, f"http://127.0.0.1:{port}/sse", 0.5) is None
+    with pytest.raises(CarrierError) as caught:
+        await open_legacy_sse_probe(session, f"http://127.0.0.1:{port}/sse", 0.5)
+    assert caught.value.unreached
 
 
 async def test_probe_times_out(serve: Serve, session: aiohttp.ClientSession) -> None:
