@@ -241,9 +241,9 @@ def _header_safe(text: Any) -> bool:
 class HttpTarget:
     """Streamable HTTP on one keep-alive connection, a session per handshake revision."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, path: str = "/mcp") -> None:
         host, port = base.removeprefix("http://").split(":")
-        self.host, self.port = host, int(port)
+        self.host, self.port, self.path = host, int(port), path
         self.conn = http.client.HTTPConnection(host, self.port, timeout=ANSWER_WITHIN)
         self.sessions: dict[str, str] = {}
 
@@ -267,7 +267,7 @@ class HttpTarget:
     def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(2):
             try:
-                self.conn.request("POST", "/mcp", body=body, headers=headers)
+                self.conn.request("POST", self.path, body=body, headers=headers)
                 response = self.conn.getresponse()
                 data = response.read()
                 got = {k.lower(): v for k, v in response.getheaders()}
@@ -428,11 +428,13 @@ def free_port() -> int:
 
 @dataclass
 class Lab:
-    """The demo upstream and `gateway serve` in front of it."""
+    """The demo upstream (handshake era, route /mcp), a stateless one (bench.upstreams'
+    2026-07-28 echo server, route /m) and `gateway serve` in front of both."""
 
     upstream: str
     gateway: str
     procs: list[subprocess.Popen[bytes]]
+    modern: str = ""
 
     @property
     def gateway_pid(self) -> int:
@@ -453,6 +455,16 @@ def lab(log_dir: Path) -> Iterator[Lab]:
         procs.append(demo)
         assert demo.stdout is not None
         upstream = demo.stdout.readline().decode().split()[1]
+        echo = subprocess.Popen(
+            [sys.executable, "-m", "bench.upstreams", "modern", str(free_port()), str(free_port())],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        procs.append(echo)
+        assert echo.stdout is not None
+        modern = echo.stdout.readline().decode().strip()
         port = free_port()
         log = open(log_dir / "fuzz-gateway.log", "wb")  # noqa: SIM115 - the child keeps it
         gw = subprocess.Popen(
@@ -465,6 +477,8 @@ def lab(log_dir: Path) -> Iterator[Lab]:
                 f"127.0.0.1:{port}",
                 "--route",
                 f"/mcp={upstream}",
+                "--route",
+                f"/m={modern}",
                 "--log-level",
                 "warning",
             ],
@@ -475,7 +489,7 @@ def lab(log_dir: Path) -> Iterator[Lab]:
         )
         procs.append(gw)
         _wait_ready(port, gw)
-        yield Lab(upstream, f"http://127.0.0.1:{port}", procs)
+        yield Lab(upstream, f"http://127.0.0.1:{port}", procs, modern)
     finally:
         for proc in reversed(procs):
             with contextlib.suppress(ProcessLookupError):

@@ -1,6 +1,7 @@
 """Finding 5: every request shape of every revision, on both inbound transports
-(Streamable HTTP and stdio), gets a 4xx or a JSON-RPC answer: never a 5xx, never
-silence; and the gateway holds no more descriptors or memory afterwards.
+(Streamable HTTP and stdio), before a handshake-era and a stateless upstream, gets a
+4xx or a JSON-RPC answer: never a 5xx, never silence; and the gateway holds no more
+descriptors or memory afterwards.
 
 The shapes are bench/fuzz.py's generator, driven by hypothesis's randomness;
 `python -m bench.fuzz` runs the same for 100,000 messages (figures in docs/security.md).
@@ -19,6 +20,7 @@ from bench.fuzz import REVISIONS, HttpTarget, Lab, StdioTarget, lab, shape
 from bench.procs import open_fds, rss_kib
 
 EXAMPLES = 400
+MODERN_EXAMPLES = 200
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,24 @@ def http_target(running: Lab) -> Iterator[HttpTarget]:
 @pytest.fixture(scope="module")
 def stdio_target(running: Lab) -> Iterator[StdioTarget]:
     target = StdioTarget(running.upstream)
+    yield target
+    target.close()
+
+
+@pytest.fixture(scope="module")
+def http_modern(running: Lab) -> Iterator[HttpTarget]:
+    """The route before the stateless upstream: every handshake-era method translated
+    for it, and both kinds of pass-through lane (its own revision's, a handshake-era
+    client's translated)."""
+    target = HttpTarget(running.gateway, "/m")
+    target.open_sessions()
+    yield target
+    target.close()
+
+
+@pytest.fixture(scope="module")
+def stdio_modern(running: Lab) -> Iterator[StdioTarget]:
+    target = StdioTarget(running.modern)
     yield target
     target.close()
 
@@ -66,6 +86,24 @@ def test_stdio_answers_every_shape(
 ) -> None:
     item = shape(rng, revision)
     assert stdio_target.send(item) is None, item.body[:300]
+
+
+@settings(FUZZ, max_examples=MODERN_EXAMPLES)
+@given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
+def test_http_answers_every_shape_before_a_stateless_upstream(
+    http_modern: HttpTarget, rng: random.Random, revision: str
+) -> None:
+    item = shape(rng, revision)
+    assert http_modern.send(item) is None, item.body[:300]
+
+
+@settings(FUZZ, max_examples=MODERN_EXAMPLES)
+@given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
+def test_stdio_answers_every_shape_before_a_stateless_upstream(
+    stdio_modern: StdioTarget, rng: random.Random, revision: str
+) -> None:
+    item = shape(rng, revision)
+    assert stdio_modern.send(item) is None, item.body[:300]
 
 
 def test_no_descriptor_or_memory_growth(running: Lab, http_target: HttpTarget) -> None:
