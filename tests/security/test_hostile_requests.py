@@ -9,8 +9,10 @@ an HTTP 500; afterwards the gateway's log holds no traceback and no error line.
 from __future__ import annotations
 
 import base64
+import json
 import re
 import socket
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.console.conftest import console_port
+from tests.e2e.fake_client import modern_request
 from tests.e2e.gateway_proc import RunningGateway, bad_log_lines, gateway
-from tests.security.harness import demo_upstream
+from tests.security.harness import demo_upstream, modern_upstream
 
 EXAMPLES = 250
 ANSWER_WITHIN = 10.0
@@ -72,16 +75,48 @@ value = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+def upstreams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A handshake-era upstream (the demo) and a stateless one (2026-07-28 echo)."""
+    with demo_upstream(tmp_path_factory.mktemp("demo")) as demo, modern_upstream() as modern:
+        yield demo, modern
+
+
+@pytest.fixture(scope="module")
+def running(
+    tmp_path_factory: pytest.TempPathFactory, upstreams: tuple[str, str]
+) -> Iterator[RunningGateway]:
     tmp = tmp_path_factory.mktemp("hostile-requests")
     # A console rate no test reaches: each generated request reaches the handlers.
     env = {"GATEWAY_CONSOLE_TOKEN": TOKEN, "GATEWAY_CONSOLE_RATE": "100000"}
     extra = ("--console", "--console-listen", "127.0.0.1:0")
-    with (
-        demo_upstream(tmp) as demo,
-        gateway(f"/mcp={demo}", extra=extra, tmp_path=tmp, env=env, check=False) as started,
-    ):
+    demo, modern = upstreams
+    routes = (f"/mcp={demo}", f"/m={modern}")
+    with gateway(*routes, extra=extra, tmp_path=tmp, env=env, check=False) as started:
         yield started
+        assert bad_log_lines(started.log()) == [], started.log()[-4000:]
+
+
+@pytest.fixture(scope="module")
+def lane(
+    tmp_path_factory: pytest.TempPathFactory, upstreams: tuple[str, str]
+) -> Iterator[RunningGateway]:
+    """The same routes with nothing that turns the pass-through lane off (no console)."""
+    tmp = tmp_path_factory.mktemp("hostile-requests-lane")
+    demo, modern = upstreams
+    with gateway(f"/mcp={demo}", f"/m={modern}", tmp_path=tmp, check=False) as started:
+        # The tool list read, so a call to /m with the usual headers takes the lane.
+        port = int(started.base.rsplit(":", 1)[1])
+        listing = json.dumps(modern_request(1, "tools/list")).encode()
+        headers = [
+            (b"Content-Type", b"application/json"),
+            (b"Accept", b"application/json, text/event-stream"),
+            (b"MCP-Protocol-Version", b"2026-07-28"),
+            (b"Mcp-Method", b"tools/list"),
+        ]
+        assert _exchange(port, _head("POST", "/m", port, headers, len(listing)), listing) == 200
+        yield started
+        metrics = _metrics(port)
+        assert 'gateway_pass_through_total{route="/m"}' in metrics, metrics[-2000:]
         assert bad_log_lines(started.log()) == [], started.log()[-4000:]
 
 
@@ -101,6 +136,11 @@ def _exchange(port: int, head: bytes, body: bytes = b"") -> int:
     return int(match.group(1))
 
 
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return str(resp.read().decode())
+
+
 def _head(
     method: str, path: str, port: int, headers: list[tuple[bytes, bytes]], length: int
 ) -> bytes:
@@ -110,10 +150,16 @@ def _head(
     return b"\r\n".join(lines)
 
 
-MODERN_CALL = (
-    b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":'
-    b'{"a":1,"b":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}'
-)
+# Each route's tool, called as a 2026-07-28 client calls it.
+TOOLS = {"/mcp": b"add", "/m": b"echo"}
+
+
+def _modern_call(tool: bytes) -> bytes:
+    """A well-formed call (a malformed one would be refused before any upstream work,
+    and the hostile header would meet nothing but the decoder)."""
+    arguments = {"a": 1, "b": 2, "text": "t"}
+    params = {"name": tool.decode(), "arguments": arguments}
+    return json.dumps(modern_request(7, "tools/call", params)).encode()
 
 
 @HOSTILE
@@ -121,20 +167,33 @@ MODERN_CALL = (
     name=st.sampled_from(MCP_HEADERS),
     hostile=value,
     method=st.sampled_from(["POST", "GET", "DELETE"]),
+    path=st.sampled_from(sorted(TOOLS)),
+    lane_on=st.booleans(),
 )
-def test_mcp_endpoint(running: RunningGateway, name: str, hostile: bytes, method: str) -> None:
-    port = int(running.base.rsplit(":", 1)[1])
+def test_mcp_endpoint(
+    running: RunningGateway,
+    lane: RunningGateway,
+    name: str,
+    hostile: bytes,
+    method: str,
+    path: str,
+    lane_on: bool,
+) -> None:
+    """Before a handshake-era (/mcp) and a stateless upstream (/m), through the full
+    path (the console turns the lane off) and a gateway whose lane is on."""
+    target = lane if lane_on else running
+    port = int(target.base.rsplit(":", 1)[1])
     headers = [
         (b"Content-Type", b"application/json"),
         (b"Accept", b"application/json, text/event-stream"),
         (b"MCP-Protocol-Version", b"2026-07-28"),
         (b"Mcp-Method", b"tools/call"),
-        (b"Mcp-Name", b"add"),
+        (b"Mcp-Name", TOOLS[path]),
     ]
     headers = [(n, v) for n, v in headers if n.lower() != name.lower().encode()]
     headers.append((name.encode(), hostile))
-    body = MODERN_CALL if method == "POST" else b""
-    status = _exchange(port, _head(method, "/mcp", port, headers, len(body)), body)
+    body = _modern_call(TOOLS[path]) if method == "POST" else b""
+    status = _exchange(port, _head(method, path, port, headers, len(body)), body)
     assert status != 500
 
 
