@@ -33,6 +33,9 @@ Then `tools/call` does whatever the behaviour says:
             `resources.subscribe`, records `resources/(un)subscribe`, offers the GET
             stream, and sends on it whatever the test hands to ``notify()``
 
+``stateless=True`` makes any of them a 2026-07-28 server instead: `server/discover`
+answered, no `initialize`, no session; each request behaves as above.
+
 No sleeps anywhere: a handler that must hang waits on ``released``, an
 asyncio.Event set at teardown; ``call_started`` tells the test a call arrived.
 
@@ -90,6 +93,8 @@ NOTIFY_CAPABILITIES: dict[str, Any] = {
     "resources": {"subscribe": True, "listChanged": True},
 }
 PROTOCOL_VERSION = "2025-06-18"
+MODERN_VERSION = "2026-07-28"  # the `stateless=True` server's
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 # The `ask` behaviour's tools: what each asks, in order (one ask per round).
 ASK_NAME = {
@@ -130,11 +135,13 @@ FLAKY_TOOLS: dict[str, dict[str, Any]] = {
 class FakeUpstream(TasksBehaviour):
     """One fake MCP server; ``async with FakeUpstream("hang") as fake: fake.url``."""
 
-    def __init__(self, behaviour: str, *, announce: bool = False) -> None:
+    def __init__(self, behaviour: str, *, announce: bool = False, stateless: bool = False) -> None:
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"unknown behaviour {behaviour!r} (known: {BEHAVIOURS})")
         self.behaviour = behaviour
         self.announce = announce
+        # A 2026-07-28 server instead: server/discover, no initialize, no session.
+        self.stateless = stateless
         self.released = asyncio.Event()
         self.go = asyncio.Event()  # `ask_then_go` answers once this is set
         self.call_started = asyncio.Event()
@@ -365,6 +372,8 @@ class FakeUpstream(TasksBehaviour):
             return web.json_response(_rpc_error(None, -32700, "Parse error"), status=400)
         if not isinstance(message, dict):
             return web.json_response(_rpc_error(None, -32600, "Invalid Request"), status=400)
+        if self.stateless:
+            return await self._stateless(request, message)
         if message.get("method") == "initialize":
             return self._initialize(message.get("id"))
         session = request.headers.get("Mcp-Session-Id")
@@ -393,6 +402,21 @@ class FakeUpstream(TasksBehaviour):
             self.abandoned += 1  # the client gave up on this request (closed it)
             raise
         return web.Response(status=503)
+
+    async def _stateless(self, request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        """As a 2026-07-28 server: every request on its own (the same behaviours)."""
+        if request.headers.get("MCP-Protocol-Version") != MODERN_VERSION:
+            error = _rpc_error(message.get("id"), -32022, "Unsupported protocol version")
+            error["error"]["data"] = {"supported": [MODERN_VERSION]}
+            return web.json_response(error, status=400)
+        if message.get("method") == "server/discover":
+            result = {
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": {"tools": {}},
+                "_meta": {SERVER_INFO: {"name": f"fake-{self.behaviour}", "version": "0"}},
+            }
+            return web.json_response(_rpc_result(message.get("id"), result))
+        return await self._in_session(request, message)
 
     def _initialize(self, id_: Any) -> web.Response:
         self.initializes += 1

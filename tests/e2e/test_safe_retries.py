@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.e2e.fake_client import (
     call_tool_legacy,
@@ -32,11 +33,14 @@ async def list_tools(http: aiohttp.ClientSession, url: str) -> None:
     assert {t["name"] for t in reply.result["tools"]} >= {"read_it", "same_again", "plain"}
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["handshake-era", "stateless"])
 async def test_a_stateless_clients_safe_tools_are_run_again_and_a_plain_one_never(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, stateless: bool
 ) -> None:
+    """Before a handshake-era server, and a stateless one (where the pass-through
+    lane sends the calls: what it holds is retried by the full path's rule)."""
     async with (
-        FakeUpstream("flaky") as server,
+        FakeUpstream("flaky", stateless=stateless) as server,
         running_gateway(f"/mcp={server.url}", tmp_path=tmp_path) as gw,
     ):
         await list_tools(http, gw.url())
@@ -55,11 +59,12 @@ async def test_a_stateless_clients_safe_tools_are_run_again_and_a_plain_one_neve
         assert 'gateway_upstream_retries_total{route="/mcp",why="safe_tool"} 2.0' in metrics
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["handshake-era", "stateless"])
 async def test_a_sessions_calls_follow_the_same_rule(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, stateless: bool
 ) -> None:
     async with (
-        FakeUpstream("flaky") as server,
+        FakeUpstream("flaky", stateless=stateless) as server,
         running_gateway(f"/mcp={server.url}", tmp_path=tmp_path) as gw,
     ):
         session = await open_session(http, gw.url())

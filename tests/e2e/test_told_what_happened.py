@@ -3,8 +3,9 @@ and whether sending it again is safe, from the one table of the upstream's failu
 
 Real processes: `gateway serve` in front of fake servers that fail as asked (`flaky`
 cuts a tool's first answer after the tool ran; `html500` answers a call with HTTP
-500), a port nothing listens on, and a stdio command that does not exist; a
-2026-07-28 client and a 2025-11-25 session client each time.
+500), each as a handshake-era and as a stateless server, a port nothing listens on,
+and a stdio command that does not exist; a 2026-07-28 client and a 2025-11-25
+session client each time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.e2e.fake_client import call_tool_legacy, call_tool_modern, open_session
 from tests.e2e.fake_upstreams import FakeUpstream
@@ -33,11 +35,12 @@ def _no_retry_advice(reply: Any) -> None:
     assert "retryAfterSeconds" not in str(_error(reply).get("data")), reply.message
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["handshake-era", "stateless"])
 async def test_an_answer_lost_after_the_tool_ran_is_not_called_unreachable(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, stateless: bool
 ) -> None:
     async with (
-        FakeUpstream("flaky") as server,
+        FakeUpstream("flaky", stateless=stateless) as server,
         running_gateway(f"/mcp={server.url}", tmp_path=tmp_path) as gw,
     ):
         modern = await call_tool_modern(http, gw.url(), "plain", {}, id_="m")
@@ -47,7 +50,7 @@ async def test_an_answer_lost_after_the_tool_ran_is_not_called_unreachable(
         _no_retry_advice(modern)
         assert server.runs == {"plain": 1}  # it ran, once: the gateway did not resend it
     async with (
-        FakeUpstream("flaky") as server,
+        FakeUpstream("flaky", stateless=stateless) as server,
         running_gateway(f"/mcp={server.url}", tmp_path=tmp_path) as gw,
     ):
         session = await open_session(http, gw.url())
@@ -58,11 +61,12 @@ async def test_an_answer_lost_after_the_tool_ran_is_not_called_unreachable(
         assert server.runs == {"plain": 1}
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["handshake-era", "stateless"])
 async def test_an_upstream_5xx_is_a_bad_gateway_naming_its_status(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, stateless: bool
 ) -> None:
     async with (
-        FakeUpstream("html500") as server,
+        FakeUpstream("html500", stateless=stateless) as server,
         running_gateway(f"/mcp={server.url}", tmp_path=tmp_path) as gw,
     ):
         modern = await call_tool_modern(http, gw.url(), "echo", {"text": "x"}, id_="m")
