@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.e2e.fake_client import call_tool_modern
 from tests.e2e.fake_upstreams import FakeUpstream
@@ -22,12 +23,15 @@ TIMEOUT = 0.5  # the route's timeout (seconds)
 WINDOW = 10.0  # how long the calls go on
 
 
+@pytest.mark.parametrize("stateless", [False, True], ids=["handshake-era", "stateless"])
 async def test_a_hanging_target_is_kept_out_and_tried_on_a_doubling_back_off(
-    http: aiohttp.ClientSession, tmp_path: Path
+    http: aiohttp.ClientSession, tmp_path: Path, stateless: bool
 ) -> None:
+    """Both targets handshake-era servers, or both stateless ones (whose check is not
+    a ping on a session)."""
     async with (
-        FakeUpstream("ok") as good,
-        FakeUpstream("hang") as hanging,
+        FakeUpstream("ok", stateless=stateless) as good,
+        FakeUpstream("hang", stateless=stateless) as hanging,
         running_gateway(
             f"/mcp={good.url},also={hanging.url},timeout={TIMEOUT},health_every=0.2",
             tmp_path=tmp_path,
