@@ -299,16 +299,23 @@ def test_encoding_upstream_events_never_crashes(
 
 @pytest.mark.parametrize("adapter", ADAPTERS, ids=IDS)
 @LIGHT
-@given(message=messages())
-def test_reading_upstream_responses_never_crashes(adapter: Adapter, message: Any) -> None:
+@given(message=messages(), client=st.sampled_from(ADAPTERS))
+def test_reading_upstream_responses_never_crashes(
+    adapter: Adapter, message: Any, client: Adapter
+) -> None:
+    """``adapter`` the upstream's, reading for a client of any revision, whose adapter
+    then encodes what was read (the translation across eras, both ways)."""
     call = Call(
         id=1, operation=Operation.TOOLS_CALL, method="tools/call", params={"name": "t"},
-        client=ClientContext(adapter.version),
+        client=ClientContext(client.version),
     )  # fmt: skip
     if not isinstance(message, dict):
         return
     outcome = adapter.client_read_response(call, message)
     assert isinstance(outcome, Value | InputRequired | Failure)
+    encoded = client.encode(call, ServerProfile(), outcome)
+    assert encoded is not None and encoded.get("id") == 1, encoded
+    orjson.dumps(encoded)
     assert isinstance(adapter.client_input_requests(message), dict)
     event = adapter.client_read_event(message)
     assert event is None or isinstance(event, Event)
