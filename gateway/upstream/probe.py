@@ -66,6 +66,8 @@ class EraProbe:
             if adapter is None:
                 raise Failure(FailureKind.INTERNAL, f"unknown pinned revision {pinned}")
             if not adapter.has_handshake:
+                if self.settings.transport == "stdio":
+                    await start_carrier(self._carrier)  # nothing else starts its child
                 return await self._discover(adapter, headers)
             return await self._legacy(headers, handshake, adapter)
         if self.settings.transport != "sse":

@@ -76,3 +76,43 @@ async def test_instances_are_targets_each_a_child_of_its_own(tmp_path: Path) -> 
         "instance 1",
         "instance 2",
     ]
+
+
+# A stateless (2026-07-28) stdio server: server/discover, then each request on its own.
+STATELESS_SERVER = r"""
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "server/discover":
+        result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                  "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "w", "version": "1"}}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call":
+        result = {"resultType": "complete",
+                  "content": [{"type": "text", "text": str(os.getpid())}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                          "error": {"code": -32601, "message": "Method not found"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["probed", "pinned"])
+async def test_a_stateless_stdio_server_answers_probed_or_pinned(
+    tmp_path: Path, pinned: bool
+) -> None:
+    """Pinned to 2026-07-28 the probe is skipped: the child must still be started (it
+    was not, and every call was "its process had exited")."""
+    script = tmp_path / "stateless.py"
+    script.write_text(STATELESS_SERVER)
+    command = shlex.join([sys.executable, str(script)])
+    route = f"/who=stdio:{command}" + (",version=2026-07-28" if pinned else "")
+    with gateway(route, tmp_path=tmp_path) as gw:
+        async with aiohttp.ClientSession() as http:
+            alice = await _whoami(http, gw.url("/who"), "alice")
+            bob = await _whoami(http, gw.url("/who"), "bob")
+    assert alice.isdigit() and alice == bob  # one child: a stateless server keeps no session

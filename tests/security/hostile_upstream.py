@@ -142,8 +142,9 @@ class HostileHttp:
             stream.write(data)
 
 
-def stdio_main(answer_file: Path) -> None:
-    """The stdio server: a line in, a line out; a tool call's answer is the file's bytes."""
+def stdio_main(answer_file: Path, version: str = VERSION) -> None:
+    """The stdio server: a line in, a line out; a tool call's answer is the file's bytes.
+    ``version``: 2026-07-28 makes it a stateless server (``--modern``)."""
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         try:
@@ -152,7 +153,7 @@ def stdio_main(answer_file: Path) -> None:
             continue
         if not isinstance(message, dict) or "id" not in message:
             continue
-        result = _result(message, VERSION)
+        result = _result(message, version)
         if result is not None:
             out.write(
                 json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
@@ -164,4 +165,4 @@ def stdio_main(answer_file: Path) -> None:
 
 
 if __name__ == "__main__":
-    stdio_main(Path(sys.argv[1]))
+    stdio_main(Path(sys.argv[1]), MODERN if "--modern" in sys.argv[2:] else VERSION)

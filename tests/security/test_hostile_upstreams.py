@@ -75,6 +75,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         f"/m={url}/modern,version=2026-07-28,transport=http,timeout=2",
         f"/s={url}/sse,version=2024-11-05,transport=sse,timeout=1",
         f"/i={stdio},version=2025-11-25,shared=true,timeout=1",
+        f"/j={stdio} --modern,version=2026-07-28,shared=true,timeout=1",
     )
     try:
         with gateway(*routes, tmp_path=tmp, check=False) as running:
@@ -348,7 +349,9 @@ def test_http_sse_endpoint_events_and_framing(
         ),
     ),
     revision=st.sampled_from(["2026-07-28", "2025-11-25"]),
+    # A handshake-era server (/i) and a stateless one (/j).
+    path=st.sampled_from(["/i", "/j"]),
 )
-def test_stdio_answer_lines(lab: Lab, line: bytes, revision: str) -> None:
+def test_stdio_answer_lines(lab: Lab, line: bytes, revision: str, path: str) -> None:
     lab.stdio_answer.write_bytes(line)
-    _call(lab, "/i", revision)
+    _call(lab, path, revision)

@@ -382,6 +382,20 @@ async def test_a_pinned_modern_revision_discovers_only_that_one() -> None:
     assert carrier.versions == [MODERN.version]
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_pinned_modern_revision_starts_a_stdio_child(transport: str) -> None:
+    """Nothing but the probe starts a stdio route's child: pinned, it still must."""
+    probe, carrier, _ = make_probe(
+        lambda message, _: discovered(MODERN, message["id"]),
+        version=MODERN.version,
+        transport=transport,
+        command=["server"] if transport == "stdio" else None,
+    )
+    verdict = await probe.run({}, Handshakes(DEFAULT))
+    assert verdict.adapter is MODERN
+    assert carrier.started == (1 if transport == "stdio" else 0)
+
+
 async def test_a_pinned_modern_revision_refused_is_a_failure() -> None:
     probe, _, _ = make_probe(
         lambda message, _: refused(message["id"], -32022, {"supported": []}),
