@@ -15,6 +15,7 @@ import http.client
 import json
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     )
     try:
         with gateway(*routes, tmp_path=tmp, check=False) as running:
+            # Every route reached its upstream first: a route that cannot (a child never
+            # started) would pass every example below with its refusals.
+            with urllib.request.urlopen(running.url("/readyz"), timeout=30) as ready:
+                routes_ready = json.loads(ready.read())["routes"]
+            assert all(r["ready"] for r in routes_ready.values()), routes_ready
             lab = Lab(running, hostile, answer)
             yield lab
             deadline = time.monotonic() + 30  # the log is written as each call ends
