@@ -496,10 +496,12 @@ class UpstreamLink:
             except CarrierError as exc:
                 await self._sessions.drop(key, session)
                 expired = exc.status == 404 and session.session_id is not None
-                if attempt == 0 and (
-                    expired or (session.carrier.is_session and exc.status is None)
-                ):
-                    continue  # the session ended upstream: initialize again, once
+                # On a new session, once, only where the call cannot have run: the session
+                # was gone upstream (404) or already here (its stream or child ended, so
+                # nothing was sent).  A call lost after it was sent may have run: its
+                # client is told so, and only retry.py's rule sends it again.
+                if attempt == 0 and (expired or exc.unreached):
+                    continue
                 return carrier_failure(exc)
             if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
                 tools = self._tools.of(exchange.principal)

@@ -31,6 +31,8 @@ for line in sys.stdin:
         result = {"tools": [{"name": n, "inputSchema": {"type": "object"}}
                             for n in ("whoami", "crash")]}
     elif method == "tools/call" and msg["params"]["name"] == "crash":
+        with open(os.environ["CRASH_RUNS"], "a") as runs:
+            runs.write("ran\n")  # its effect, before it dies
         os._exit(3)
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": str(os.getpid())}]}
@@ -51,7 +53,8 @@ async def test_probe_fallback_crash_restart_and_no_orphans(tmp_path: Path) -> No
     script.write_text(SERVER)
     command = shlex.join([sys.executable, str(script)])
     route = f"/s=stdio:{command},probe_timeout=0.5,timeout=10"
-    with gateway(route, tmp_path=tmp_path) as gw:
+    runs = tmp_path / "crash-runs"
+    with gateway(route, tmp_path=tmp_path, env={**os.environ, "CRASH_RUNS": str(runs)}) as gw:
         url = gw.url("/s")
         async with aiohttp.ClientSession() as http:
             # The child never answers server/discover: legacy after the probe's timeout.
@@ -62,6 +65,10 @@ async def test_probe_fallback_crash_restart_and_no_orphans(tmp_path: Path) -> No
             error = crashed.get("error")
             assert isinstance(error, dict), crashed
             assert "exited" in str(error.get("message")), crashed
+            # It ran, and was not sent again to a new child behind the client's back
+            # (which would run it twice): the client is told it may have run.
+            assert runs.read_text() == "ran\n"
+            assert "may have run" in str(error.get("message")), crashed
             # The next call gets a new child (and a new upstream session).
             again = await _call(http, url, "whoami")
             new_pid = int(text_of(again["result"]))  # type: ignore[arg-type]

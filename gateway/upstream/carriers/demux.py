@@ -170,8 +170,8 @@ class Demux:
         if not is_id(key):
             raise ValueError("a request needs a string or integer id")
         assert isinstance(key, str | int)
-        if self.closed:
-            raise CarrierError(f"the {self.what} channel is closed")
+        if self.closed:  # registered before sending: nothing was sent
+            raise CarrierError(f"the {self.what} channel is closed", unreached=True)
         if key in self.waiters:
             raise CarrierError(f"a request with id {key!r} is already in flight")
         queue = DropOldestQueue(self.max_queued, f"{self.what} request {key!r}", self.log)

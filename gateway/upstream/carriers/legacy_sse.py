@@ -255,7 +255,8 @@ class LegacySseCarrier(Carrier):
     def _open_conn(self) -> _LegacyConnection:
         conn = self._conn
         if conn is None or conn.closed or conn.endpoint is None:
-            raise CarrierError("the HTTP+SSE stream is not open (call start())")
+            # Nothing is posted without a stream to hear the answer: not sent.
+            raise CarrierError("the HTTP+SSE stream is not open (call start())", unreached=True)
         return conn
 
     async def _post(
