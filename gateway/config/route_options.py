@@ -39,7 +39,10 @@ class RouteOption:
 OPTIONS: tuple[RouteOption, ...] = (
     RouteOption("version", "REV", "the upstream's revision; skips the probe", "probed"),
     RouteOption(
-        "transport", "auto|http|sse", "Streamable HTTP, or the old HTTP+SSE transport", "auto"
+        "transport",
+        "auto|http|sse",
+        "Streamable HTTP, or the old HTTP+SSE transport (the handshake era's: not with a stateless version=)",
+        "auto",
     ),
     RouteOption(
         "timeout",
@@ -244,6 +247,20 @@ QUOTING = (
     "Commas separate options; a comma inside single or double quotes does not "
     "(a stdio command keeps its quotes for its own shell-style split)."
 )
+
+
+def target_problem(stdio: bool, also: bool, instances: int, transport: str) -> str | None:
+    """What is wrong with a route's targets and transport together (None: nothing):
+    ``stdio``, its upstream is a command; ``also``, it names more URLs."""
+    if also and stdio:
+        return "also= names more HTTP targets; a stdio route uses instances=N"
+    if instances > 1 and not stdio:
+        return "instances=N is for a stdio route; an HTTP route uses also=URL|URL"
+    if stdio and transport not in ("auto", "stdio"):
+        return f"transport={transport} is for an HTTP upstream; a stdio: command speaks stdio"
+    if not stdio and transport == "stdio":
+        return "transport=stdio needs a stdio:COMMAND upstream, not a URL"
+    return None
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:

@@ -52,6 +52,7 @@ from gateway.config.route_options import (
     parse_options,
     shown_route,
     split_outside_quotes,
+    target_problem,
     unquote,
 )
 from gateway.core.redaction import REDACTED, is_secret_key, redact, scrub
@@ -229,10 +230,10 @@ class RouteSpec(BaseModel):
 
     @model_validator(mode="after")
     def _targets(self) -> RouteSpec:
-        if self.also and self.command is not None:
-            raise ValueError("also= names more HTTP targets; a stdio route uses instances=N")
-        if self.instances > 1 and self.command is None:
-            raise ValueError("instances=N is for a stdio route; an HTTP route uses also=URL|URL")
+        stdio = self.command is not None
+        problem = target_problem(stdio, bool(self.also), self.instances, self.transport)
+        if problem is not None:
+            raise ValueError(problem)
         headers.set_upstream(self.headers_from_env, self.headers_from_file, self._urls)
         return self
 
@@ -615,8 +616,11 @@ def describe(exc: ValidationError) -> str:
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "settings"
         message = error["msg"].removeprefix("Value error, ")
-        if message.startswith("--route "):
-            parts.append(message)
+        whole = error["input"] if isinstance(error["input"], dict) else None
+        if message.startswith("--route ") or not error["loc"]:
+            parts.append(scrub(message))  # a rule of the whole: its input is not one value
+        elif whole is not None and error["type"] == "value_error":  # a route's own rule
+            parts.append(f"{key} ({scrub(str(whole.get('path', '?')))[:80]}): {scrub(message)}")
         elif error["type"] == "extra_forbidden":
             parts.append(f"{key}: unknown setting{_nearest(error['loc'])}")
         elif error["type"] == "missing":
@@ -630,11 +634,8 @@ def describe(exc: ValidationError) -> str:
 def _secret_place(part: int | str) -> bool:
     """A place in the settings whose value may be a secret: a secret-looking name that
     is no setting or route option (an env= variable's, a header's; ``auth`` is not)."""
-    return (
-        part not in RouteSpec.model_fields
-        and part not in Settings.model_fields
-        and (is_secret_key(part))
-    )
+    known = part in RouteSpec.model_fields or part in Settings.model_fields
+    return not known and is_secret_key(part)
 
 
 def _nearest(loc: tuple[int | str, ...]) -> str:

@@ -303,6 +303,7 @@ def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
             spec.upstream_headers()
             spec.introspection_auth()
             _check_version(spec.version, f"route {spec.path}", gateway.adapters)
+            _check_era(spec, gateway.adapters)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     return settings, gateway
@@ -326,6 +327,16 @@ def _check_version(version: str | None, where: str, adapters: AdapterSet) -> Non
     if version is not None and version not in adapters.by_version:
         raise SettingsError(
             f"{where}: unknown revision {version!r} (known: {', '.join(adapters.versions)})"
+        )
+
+
+def _check_era(spec: RouteSpec, adapters: AdapterSet) -> None:
+    """A revision pinned with a transport of another era: HTTP+SSE is the handshake
+    era's (a stateless server has none), so that route could never work."""
+    if spec.transport == "sse" and adapters.names_stateless(spec.version):
+        raise SettingsError(
+            f"route {spec.path}: transport=sse is the handshake era's; a {spec.version} "
+            "server speaks Streamable HTTP (transport=http) or stdio"
         )
 
 

@@ -239,6 +239,12 @@ headers_from_file = {{ "X-Api-Key" = "{secret}" }}
         (["--route", f"/mcp={UPSTREAM},colour=red"], None, "unknown option 'colour'"),
         (["--route", f"/mcp={UPSTREAM},timeout=soon"], None, "timeout = 'soon'"),
         (["--route", f"/mcp={UPSTREAM},version=1999"], None, "unknown revision '1999'"),
+        (
+            ["--route", f"/mcp={UPSTREAM},version=2026-07-28,transport=sse"],
+            None,
+            "transport=sse is the handshake era's",
+        ),
+        (["--route", f"/mcp={UPSTREAM},transport=stdio"], None, "needs a stdio:COMMAND"),
         (["--route", f"/a={UPSTREAM}", "--route", f"/a={UPSTREAM}"], None, "share the path /a"),
         (["--listen", "nowhere"], None, "listen = 'nowhere'"),
         (["--log-level", "loud"], None, "--log-level"),

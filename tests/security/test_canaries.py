@@ -360,6 +360,11 @@ def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
             arg for route in _routes(demo, dead.port, secret_file) for arg in ("--route", route)
         ]
         env = _env(None)
+        # A route whose own rule fails (a stdio command with more URLs), holding a secret.
+        command = f"stdio:true --api-key {C['cmdkey']}"
+        broken = {"path": "/k", "upstream": command, "also": [demo]}
+        config = tmp_path / "broken.toml"
+        config.write_text(f"[[routes]]\npath = '/k'\nupstream = '{command}'\nalso = ['{demo}']\n")
         cluster = ("--cluster", f"redis://:{C['redis']}@127.0.0.1:{dead.port}/0")
         outputs = {
             "check": _cli("check", *routes, env=env),
@@ -373,6 +378,13 @@ def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
                 f"/k=stdio:true --api-key {C['cmdkey']}",
                 env=env,
             ),
+            "a route rule broken by a stdio command with a secret option": _cli(
+                "check", "--route", f"/k=stdio:true --api-key {C['cmdkey']},also={demo}", env=env
+            ),
+            "a route rule broken in GATEWAY_ROUTES": _cli(
+                "check", env={**env, "GATEWAY_ROUTES": json.dumps([broken])}
+            ),
+            "a route rule broken in a config file": _cli("check", "--config", str(config), env=env),
             "a bad route with env=": _cli(
                 "check", "--route", f"/b={demo},auth=gateway,env=API_TOKEN:{C['envbad']}", env=env
             ),

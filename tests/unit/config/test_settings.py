@@ -70,3 +70,26 @@ def test_authorization_set_both_by_url_and_header_is_refused() -> None:
     assert "\n" not in str(caught.value)
     header = RouteSpec.parse("/a=http://127.0.0.1:1/mcp,headers_from_env=Authorization:X")
     assert header.upstream_settings().credentials_from == "headers_from_env X"
+
+
+@pytest.mark.parametrize(
+    ("route", "said"),
+    [
+        ("/b=stdio:srv,transport=sse", "transport=sse is for an HTTP upstream"),
+        ("/b=stdio:srv,transport=http", "transport=http is for an HTTP upstream"),
+        ("/c=http://127.0.0.1:1/mcp,transport=stdio", "transport=stdio needs a stdio:COMMAND"),
+        ("/d=stdio:srv --token SECRETX,also=http://h/mcp", "also= names more HTTP targets"),
+    ],
+)
+def test_a_transport_that_cannot_carry_the_upstream_is_refused(route: str, said: str) -> None:
+    """Refused as settings (check and serve alike): a URL with transport=stdio once
+    passed `check` and then stopped `serve` with a traceback.  The error names the
+    rule, never the route's whole input (a stdio command's secret options are in it)."""
+    with pytest.raises(SettingsError, match=said) as caught:
+        RouteSpec.parse(route)
+    assert "SECRETX" not in str(caught.value) and "settings =" not in str(caught.value)
+
+
+@pytest.mark.parametrize("route", ["/e=stdio:srv,transport=stdio", "/f=http://h/sse,transport=sse"])
+def test_a_transport_that_fits_is_taken(route: str) -> None:
+    RouteSpec.parse(route)
