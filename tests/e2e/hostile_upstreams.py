@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 PROTOCOL_VERSION = "2025-11-25"
+MODERN = "2026-07-28"  # the /modern endpoint's
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object"}}
     for name in ("echo", "trickle", "comments", "flood")
@@ -112,7 +113,8 @@ class Elsewhere(_Server):
 
 
 class Hostile(_Server):
-    """A 2025-11-25 server whose tools keep their streams alive forever."""
+    """A 2025-11-25 server whose tools keep their streams alive forever (at /mcp; at
+    /modern the same as a stateless server)."""
 
     def __init__(self, elsewhere: str = "") -> None:
         super().__init__()
@@ -129,8 +131,10 @@ class Hostile(_Server):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/mcp", self._mcp)
+        app.router.add_route("*", "/modern", self._modern)
         app.router.add_route("*", "/away", self._away)
         app.router.add_route("*", "/local", self._local)
+        app.router.add_route("*", "/local-modern", self._local)
 
     async def wait_for(self, predicate: Any, within: float) -> None:
         async with asyncio.timeout(within), self._seen:
@@ -146,7 +150,27 @@ class Hostile(_Server):
 
     async def _local(self, request: web.Request) -> web.StreamResponse:
         await request.read()
-        return web.Response(status=307, headers={"Location": "/mcp"})
+        where = "/modern" if request.path == "/local-modern" else "/mcp"
+        return web.Response(status=307, headers={"Location": where})
+
+    async def _modern(self, request: web.Request) -> web.StreamResponse:
+        """The same tools as a 2026-07-28 server: no session, told to stop by its
+        request's end (counted in ``open_streams``; ``connections`` counts /mcp's)."""
+        if request.method != "POST":
+            return web.Response(status=405, headers={"Allow": "POST"})
+        message = json.loads(await request.read())
+        method, id_ = message.get("method"), message.get("id")
+        if id_ is None:
+            return web.Response(status=202)
+        if method == "server/discover":
+            info = {"io.modelcontextprotocol/serverInfo": {"name": "hostile", "version": "0"}}
+            result = {"supportedVersions": [MODERN], "capabilities": {"tools": {}}, "_meta": info}
+            return web.json_response(_result(id_, result))
+        if method == "tools/list":
+            return web.json_response(_result(id_, {"tools": TOOLS}))
+        if method == "tools/call":
+            return await self._call(request, id_, message["params"])
+        return web.json_response(_error(id_, -32601, f"Method not found: {method}"))
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:
         self.connections.add(request.transport)
