@@ -41,7 +41,7 @@ OPTIONS: tuple[RouteOption, ...] = (
     RouteOption(
         "transport",
         "auto|http|sse",
-        "Streamable HTTP, or the old HTTP+SSE transport (the handshake era's: not with a stateless version=)",
+        "Streamable HTTP, or the old HTTP+SSE transport (the handshake era's only)",
         "auto",
     ),
     RouteOption(

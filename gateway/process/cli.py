@@ -303,7 +303,7 @@ def _checked(flags: dict[str, Any]) -> tuple[Settings, Gateway]:
             spec.upstream_headers()
             spec.introspection_auth()
             _check_version(spec.version, f"route {spec.path}", gateway.adapters)
-            _check_era(spec, gateway.adapters)
+            _check_era(spec, f"route {spec.path}", gateway.adapters)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     return settings, gateway
@@ -330,12 +330,12 @@ def _check_version(version: str | None, where: str, adapters: AdapterSet) -> Non
         )
 
 
-def _check_era(spec: RouteSpec, adapters: AdapterSet) -> None:
+def _check_era(spec: RouteSpec, where: str, adapters: AdapterSet) -> None:
     """A revision pinned with a transport of another era: HTTP+SSE is the handshake
     era's (a stateless server has none), so that route could never work."""
     if spec.transport == "sse" and adapters.names_stateless(spec.version):
         raise SettingsError(
-            f"route {spec.path}: transport=sse is the handshake era's; a {spec.version} "
+            f"{where}: transport=sse is the handshake era's; a {spec.version} "
             "server speaks Streamable HTTP (transport=http) or stdio"
         )
 
@@ -436,6 +436,7 @@ def probe(
     try:
         spec = _upstream_spec(upstream, version, transport, timeout)
         _check_version(version, "--version", adapters)
+        _check_era(spec, "--transport", adapters)
         headers = _env_headers(header or [])
     except SettingsError as exc:
         raise _fail(str(exc)) from None
@@ -499,6 +500,7 @@ def stdio(
     try:
         spec = _upstream_spec(upstream, version, transport, timeout)
         _check_version(version, "--version", adapters)
+        _check_era(spec, "--transport", adapters)
         headers = {k.lower(): v for k, v in _env_headers(header or []).items()}
         level = _choice("--log-level", log_level, LOG_LEVELS) or "warning"
     except SettingsError as exc:
