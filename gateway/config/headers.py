@@ -8,7 +8,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from yarl import URL
 
 
 class HeaderError(ValueError):
@@ -85,12 +86,13 @@ def credentials_from(
 
 
 def has_user_info(url: str) -> bool:
-    """Whether an upstream URL carries user info (sent as Basic credentials)."""
+    """Whether an upstream URL carries user info that goes as Basic credentials (read
+    as the HTTP client reads it: ``http://@host`` sends none)."""
     try:
-        parts = urlsplit(url)
+        parsed = URL(url)
     except ValueError:
         return False  # not a URL the route accepts: its own check says so
-    return parts.username is not None or parts.password is not None
+    return parsed.user is not None or parsed.password is not None
 
 
 def set_upstream(
@@ -100,7 +102,12 @@ def set_upstream(
     replace: its static headers, and Authorization where a URL carries user info.
     Raises ValueError for an Authorization set both ways (no request can carry both)."""
     static = {name.lower() for name in (*from_env, *from_file)}
-    if any(has_user_info(url) for url in urls):
+    with_info = [has_user_info(url) for url in urls]
+    if any(with_info) and not all(with_info):
+        # Its targets are one server: one's credentials are every one's (a target left
+        # without would get neither them nor the client's).
+        raise ValueError("user info on some of the route's URLs only: give it on all or none")
+    if any(with_info):
         if "authorization" in static:
             raise ValueError(
                 "an upstream URL with user info sends its own Authorization: set it either "

@@ -346,19 +346,24 @@ def shown_route(path: str, rest: str) -> str:
     """A ``--route`` as an error repeats it: its path and upstream, secrets out (a URL's
     user info and query values, a command's secret options); its options are not
     repeated (the error names the one at fault: a value may be a secret)."""
+    if not path.startswith("/"):  # no PATH= at all: the whole text is what it names
+        return shown_upstream(f"{path}={rest}" if rest else path)
     try:
         upstream, *options = split_outside_quotes(rest)
     except ValueError:  # an unclosed quote: the text as it is, made safe
         upstream, options = rest, []
+    return f"{path}={shown_upstream(upstream)}" + (",..." if options else "")
+
+
+def shown_upstream(upstream: str) -> str:
+    """An upstream (URL or stdio:COMMAND) as an error may repeat it: secrets out."""
     if upstream.startswith(STDIO):
         try:
             words = shlex.split(upstream[len(STDIO) :])
         except ValueError:
             words = upstream[len(STDIO) :].split()
-        shown = STDIO + shlex.join(safe_command(words))
-    else:
-        shown = safe_url(unquote(upstream))
-    return f"{path}={shown}" + (",..." if options else "")
+        return STDIO + shlex.join(safe_command(words))
+    return safe_url(unquote(upstream))
 
 
 def parse_options(parts: list[str]) -> dict[str, object]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import replace
@@ -45,12 +44,15 @@ from gateway.bridge.backend import (
 )
 from gateway.bridge.forwarder import DEFAULT_ASK_SETTLE, DEFAULT_PARK_TTL
 from gateway.config import headers
+from gateway.config.config_file import SettingsError as SettingsError
+from gateway.config.config_file import read_config_file
 from gateway.config.route_options import (
     BY_NAME,
     ROUTE_KEYS,
     did_you_mean,
     parse_options,
     shown_route,
+    shown_upstream,
     split_outside_quotes,
     target_problem,
     unquote,
@@ -105,10 +107,6 @@ RATE_OFF = "off"
 
 
 STDIO_PREFIX = "stdio:"
-
-
-class SettingsError(ValueError):
-    """Settings that cannot be used; ``str()`` is one line naming the problem."""
 
 
 class RouteSpec(BaseModel):
@@ -576,22 +574,6 @@ class Settings(BaseSettings):
         return init_settings, env_settings, _FileSource(settings_cls)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A TOML config file: top-level settings and ``[[routes]]`` tables."""
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise SettingsError(f"config file {path}: not found") from exc
-    except OSError as exc:
-        raise SettingsError(f"config file {path}: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"config file {path}: not valid TOML: {exc}") from exc
-    if "config" in data:
-        raise SettingsError(f"config file {path}: 'config' cannot be set inside a config file")
-    return data
-
-
 def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
     """Settings from ``flags`` (the ones given; None means not given), the
     environment and the config file.  Raises :class:`SettingsError`."""
@@ -626,9 +608,18 @@ def describe(exc: ValidationError) -> str:
         elif error["type"] == "missing":
             parts.append(f"{key}: required")
         else:
-            shown = REDACTED if any(map(_secret_place, error["loc"])) else redact(error["input"])
-            parts.append(f"{key} = {shown!r}: {scrub(message)}")
+            parts.append(f"{key} = {_shown(error['loc'], error['input'])!r}: {scrub(message)}")
     return _one_line("; ".join(parts))
+
+
+def _shown(loc: tuple[int | str, ...], value: Any) -> Any:
+    """A value an error repeats: an upstream as a route error shows one, routes' text
+    not at all (it holds their commands), a secret's place redacted."""
+    if loc[-1:] == ("upstream",) and isinstance(value, str):
+        return shown_upstream(value)
+    if (loc == ("routes",) and isinstance(value, str)) or any(map(_secret_place, loc)):
+        return REDACTED
+    return redact(value)
 
 
 def _secret_place(part: int | str) -> bool:

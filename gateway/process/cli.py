@@ -29,6 +29,7 @@ from gateway.bridge.backend import Backend
 from gateway.bridge.principal import Principals, tenant_headers
 from gateway.bridge.state import StateSealer
 from gateway.config import route_options
+from gateway.config.headers import set_upstream
 from gateway.config.setting_table import help_of
 from gateway.config.settings import (
     EVENT_LOOPS,
@@ -437,7 +438,7 @@ def probe(
         spec = _upstream_spec(upstream, version, transport, timeout)
         _check_version(version, "--version", adapters)
         _check_era(spec, "--transport", adapters)
-        headers = _env_headers(header or [])
+        headers = _env_headers(header or [], upstream)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     configure_logging("warning", "console")
@@ -470,7 +471,9 @@ def _upstream_spec(upstream: str, version: str | None, transport: str, timeout: 
     try:
         return RouteSpec.model_validate(values)
     except ValidationError as exc:
-        raise SettingsError(f"UPSTREAM {upstream!r}: {describe(exc)}") from None
+        raise SettingsError(
+            f"UPSTREAM {route_options.shown_upstream(upstream)!r}: {describe(exc)}"
+        ) from None
 
 
 @app.command()
@@ -501,7 +504,7 @@ def stdio(
         spec = _upstream_spec(upstream, version, transport, timeout)
         _check_version(version, "--version", adapters)
         _check_era(spec, "--transport", adapters)
-        headers = {k.lower(): v for k, v in _env_headers(header or []).items()}
+        headers = {k.lower(): v for k, v in _env_headers(header or [], upstream).items()}
         level = _choice("--log-level", log_level, LOG_LEVELS) or "warning"
     except SettingsError as exc:
         raise _fail(str(exc)) from None
@@ -538,7 +541,9 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
             await link.close()
 
 
-def _env_headers(specs: list[str]) -> dict[str, str]:
+def _env_headers(specs: list[str], upstream: str) -> dict[str, str]:
+    """``--header`` values read from the environment, for requests to ``upstream`` (whose
+    URL's user info is an Authorization of its own: not both)."""
     headers = {}
     for spec in specs:
         # NAME=ENV_VAR, or NAME:ENV_VAR as the route option headers_from_env writes it.
@@ -548,6 +553,10 @@ def _env_headers(specs: list[str]) -> dict[str, str]:
         if variable not in os.environ:
             raise SettingsError(f"--header {spec!r}: environment variable {variable} is not set")
         headers[name] = os.environ[variable]
+    try:
+        set_upstream(headers, {}, [upstream])
+    except ValueError as exc:
+        raise SettingsError(f"--header: {exc}") from None
     return headers
 
 

@@ -577,7 +577,14 @@ class SessionPool:
             params={"level": level},
             client=exchange.call.client,
         )
-        outcome = await self._calls.handle(set_level, quiet(exchange), session)
+        try:
+            outcome = await self._calls.handle(set_level, quiet(exchange), session)
+        except CarrierError as exc:
+            session.log_level = current
+            # The session broke before the call it goes before was sent: that one is
+            # unsent (so it may go on a new session), whatever became of this one.
+            said = f"logging/setLevel before the call: {exc}"
+            raise CarrierError(said, status=exc.status, unreached=True) from exc
         if isinstance(outcome, Failure):
             session.log_level = current
             log.info("the upstream refused logging/setLevel", reason=outcome.message)

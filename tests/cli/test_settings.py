@@ -373,6 +373,12 @@ def test_version_and_help() -> None:
         (["probe", UPSTREAM, "-H", "Authorization"], "expected NAME=ENV_VAR"),
         # NAME:ENV_VAR, as the route option writes it, is read the same way.
         (["probe", UPSTREAM, "-H", "Authorization:NO_SUCH_VAR_X"], "NO_SUCH_VAR_X is not set"),
+        # A URL's user info is an Authorization of its own: not both (every request failed).
+        (
+            ["probe", "http://u:p@h:1/mcp", "-H", "Authorization=PATH"],
+            "sends its own Authorization",
+        ),
+        (["probe", UPSTREAM, "--version", "2026-07-28", "--transport", "sse"], "handshake era's"),
         (["probe"], "Missing argument 'UPSTREAM'"),
     ],
 )

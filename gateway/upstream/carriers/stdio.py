@@ -548,10 +548,14 @@ class StdioCarrier(Carrier):
                 stdin.write(data)
             except (ConnectionError, RuntimeError, OSError) as exc:  # not written
                 raise CarrierError(f"the stdio server is gone: {exc}", unreached=True) from exc
+            # The pipe already closed as the line was written (the child gone, the
+            # loop not told yet): nothing reached it.  Once written, it may have.
+            unwritten = stdin.is_closing()
             try:
                 await stdin.drain()
-            except (ConnectionError, RuntimeError, OSError) as exc:  # written, maybe read
-                raise CarrierError(f"could not write to the stdio server: {exc}") from exc
+            except (ConnectionError, RuntimeError, OSError) as exc:
+                said = f"could not write to the stdio server: {exc}"
+                raise CarrierError(said, unreached=unwritten) from exc
 
     async def request(self, message: Message, headers: Mapping[str, str]) -> UpstreamReply:
         return await self._exchange(message, self.read_timeout, listen=False)

@@ -51,14 +51,18 @@ def test_a_urls_user_info_is_the_routes_own_authorization() -> None:
     plain = RouteSpec.parse("/a=http://127.0.0.1:1/mcp")
     assert "authorization" in plain.forwarded_headers()
     assert plain.upstream_settings().credentials_from == ""
-    spec = RouteSpec.parse("/a=http://u:p@127.0.0.1:1/mcp,also=http://127.0.0.1:2/mcp")
+    spec = RouteSpec.parse("/a=http://u:p@127.0.0.1:1/mcp,also=http://v:q@127.0.0.1:2/mcp")
     assert "authorization" not in spec.forwarded_headers()
     assert "traceparent" in spec.forwarded_headers()
     first, second = spec.target_settings()
-    assert first.credentials_from == "the user info of its URL"
-    assert second.credentials_from == ""  # that target sends none of its own
-    also = RouteSpec.parse("/a=http://127.0.0.1:1/mcp,also=http://u@127.0.0.1:2/mcp")
-    assert "authorization" not in also.forwarded_headers()
+    assert first.credentials_from == second.credentials_from == "the user info of its URL"
+    # Its targets are one server: user info on some only would leave the others with
+    # neither the route's credentials nor the client's.
+    for mixed in ("http://u:p@h:1/mcp,also=http://h:2/mcp", "http://h:1/mcp,also=http://u@h:2/mcp"):
+        with pytest.raises(SettingsError, match="user info on some"):
+            RouteSpec.parse(f"/a={mixed}")
+    # Empty user info sends nothing (as the HTTP client reads it): the client's goes on.
+    assert "authorization" in RouteSpec.parse("/a=http://@127.0.0.1:1/mcp").forwarded_headers()
     stdio = RouteSpec.parse("/s=stdio:gateway stdio --upstream http://u:p@127.0.0.1:1/mcp")
     assert "authorization" in stdio.forwarded_headers()  # its command's URL is the child's
 
@@ -93,3 +97,24 @@ def test_a_transport_that_cannot_carry_the_upstream_is_refused(route: str, said:
 @pytest.mark.parametrize("route", ["/e=stdio:srv,transport=stdio", "/f=http://h/sse,transport=sse"])
 def test_a_transport_that_fits_is_taken(route: str) -> None:
     RouteSpec.parse(route)
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        "stdio:srv --api-key=SEKRET",  # no PATH= at all
+        "/r=stdio:srv --api-key=SEKRET 'unclosed",  # the upstream's own error
+        "/r=stdio:srv --token SEKRET,instances=0",  # another option's error
+    ],
+)
+def test_no_route_error_repeats_a_commands_secret(route: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        RouteSpec.parse(route)
+    assert "SEKRET" not in str(caught.value), caught.value
+
+
+def test_routes_text_that_does_not_parse_is_not_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEWAY_ROUTES", '[{"path": "/r", "upstream": "stdio:s --api-key=SEKRET"')
+    with pytest.raises(SettingsError, match="not a JSON list") as caught:
+        load_settings({})
+    assert "SEKRET" not in str(caught.value), caught.value

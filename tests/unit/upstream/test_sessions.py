@@ -23,6 +23,7 @@ from gateway.core import (
 from gateway.protocol.selection import AdapterSet
 from gateway.upstream import sessions as pool_module
 from gateway.upstream.calls import Calls
+from gateway.upstream.carriers.base import CarrierError
 from gateway.upstream.sessions import SessionPool, UpstreamSession
 from gateway.upstream.settings import UpstreamSettings
 
@@ -232,3 +233,21 @@ async def test_the_pool_counts_follow_every_way_a_session_comes_and_goes() -> No
     counted()
     await pool.close()
     assert pool._counts.total == 0 and pool._pools() == []
+
+
+async def test_a_session_broken_by_the_set_level_before_a_call_leaves_that_call_unsent() -> None:
+    """logging/setLevel goes before a stateless client's call on its pool; the session
+    breaking there means the call was never sent (it may go on a new session), and
+    the pool keeps the level it had."""
+    pool = Pool()
+    (session,) = await fill(pool, "alice", 1)
+    session.log_level = "warning"
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise CarrierError("upstream closed the HTTP+SSE stream")
+
+    pool._calls.handle = broken  # type: ignore[method-assign]
+    with pytest.raises(CarrierError) as caught:
+        await pool._set_level(session, "debug", exchange("alice"))
+    assert caught.value.unreached and "setLevel" in str(caught.value)
+    assert session.log_level == "warning"

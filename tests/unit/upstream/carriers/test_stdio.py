@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import textwrap
@@ -590,3 +591,23 @@ async def test_a_child_that_runs_well_ends_the_crash_loop(make: Factory) -> None
         assert asyncio.get_running_loop().time() < deadline, carrier.crashes.failures
         await asyncio.sleep(0.01)  # polling, bounded by the deadline
     assert carrier.crashes.failures == 0
+
+
+async def test_a_line_to_a_child_that_closed_its_input_is_not_sent() -> None:
+    """The child closed its stdin (and lives on): a line written after the loop knew is
+    refused as never sent (the full path may open a new session for it); one the child
+    may have read is never called unsent."""
+    code = "import os, time; os.close(0); time.sleep(30)"
+    carrier = StdioCarrier([sys.executable, "-c", code], route="/test", close_timeout=2.0)
+    await carrier.start()
+    try:
+        child = carrier._child  # the pipe's state is what is under test
+        assert child is not None and child.proc.stdin is not None
+        with contextlib.suppress(ConnectionError):  # the loop hears the pipe close
+            await asyncio.wait_for(child.proc.stdin.wait_closed(), 10)
+        assert child.proc.stdin.is_closing()
+        with pytest.raises(CarrierError) as caught:
+            await carrier.request(req(1), {})
+        assert caught.value.unreached, caught.value
+    finally:
+        await carrier.close()
