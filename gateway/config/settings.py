@@ -358,7 +358,11 @@ class RouteSpec(BaseModel):
         """The Authorization header for the introspection endpoint, read now."""
         variable = self.auth_introspection_auth_env
         try:
-            return headers.introspection_header(self.path, variable, environ) if variable else None
+            return (
+                headers.introspection_header(self.path, variable, environ)
+                if variable is not None
+                else None
+            )
         except headers.HeaderError as exc:
             raise SettingsError(str(exc)) from None
 
