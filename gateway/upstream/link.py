@@ -499,8 +499,10 @@ class UpstreamLink:
                 # On a new session, once, only where the call cannot have run: the session
                 # was gone upstream (404) or already here (its stream or child ended, so
                 # nothing was sent).  A call lost after it was sent may have run: its
-                # client is told so, and only retry.py's rule sends it again.
-                if attempt == 0 and (expired or exc.unreached):
+                # client is told so, and only retry.py's rule sends it again.  (An HTTP
+                # server not reached is not tried again here: the failover is targets'.)
+                ended = session.carrier.is_session and exc.unreached
+                if attempt == 0 and (expired or ended):
                     continue
                 return carrier_failure(exc)
             if call.operation is Operation.TOOLS_LIST and isinstance(outcome, Value):
