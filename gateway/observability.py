@@ -18,7 +18,7 @@ import re
 import sys
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from itertools import accumulate
 from typing import IO, TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from gateway import __version__
 from gateway.core import Operation
+from gateway.core.log_context import REQUEST_CONTEXT
 from gateway.core.redaction import REDACTED, is_secret_key, redact, scrub
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ def configure_logging(
     _levels.info = numeric <= logging.INFO
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        merge_request_context,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -132,6 +134,18 @@ _ECHOING_LOGGERS = (
     "opentelemetry.trace.propagation",
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def merge_request_context(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The request the line was written in (its id, the client's trace ids), below
+    the line's own fields and anything bound since (a span's ids)."""
+    context = REQUEST_CONTEXT.get()
+    if context:
+        for key, value in context.items():
+            event.setdefault(key, value)
+    return event
 
 
 def quiet_trace_context(record: logging.LogRecord) -> bool:

@@ -16,6 +16,7 @@ import structlog
 from gateway.console.wiretap import UpstreamWires
 from gateway.core import Failure, ServerProfile
 from gateway.core.call import Call
+from gateway.core.log_context import REQUEST_CONTEXT
 from gateway.core.outcome import InputRequired, Outcome
 from gateway.core.redaction import redact
 from gateway.transport.inbound import OUTCOME_NAMES
@@ -99,7 +100,8 @@ class RecentCalls:
         message: dict[str, Any] | None,
         started: float,
     ) -> CallRecord:
-        context = structlog.contextvars.get_contextvars()
+        # The request's own fields, under what a span bound since (its trace ids).
+        context = {**(REQUEST_CONTEXT.get() or {}), **structlog.contextvars.get_contextvars()}
         versions = profile.versions
         sent = got = up_got = up_sent = None
         if self.bodies:

@@ -38,6 +38,7 @@ from gateway.config.settings import (
 )
 from gateway.core import Failure, FailureKind, tracing
 from gateway.core.limits import DescriptorBudget, Quota
+from gateway.core.log_context import REQUEST_CONTEXT
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
 from gateway.observability import CallObservers, Metrics, log_call
@@ -412,7 +413,7 @@ class Gateway:
         line of the request; POSTs counted as in flight for the drain; then the budget
         check (:meth:`_over_budget`).  One middleware, not two: each is a coroutine
         frame more on every request.  The lane does the same (:meth:`_lane_hooks`)."""
-        request_id, tokens = self.request_ids.bind(request.headers)
+        request_id, token = self.request_ids.bind(request.headers)
         request[REQUEST_ID] = request_id
         task = asyncio.current_task()
         tracked = request.method == "POST" and task is not None
@@ -435,9 +436,7 @@ class Gateway:
             log.exception("error handling a request")
             return to_web(gateway_fault(request_id))
         finally:
-            # Reset by token: bound_contextvars() would also copy the whole context on
-            # every request to save what it overrides.
-            structlog.contextvars.reset_contextvars(**tokens)
+            REQUEST_CONTEXT.reset(token)  # (by token: nothing of the context copied)
             if tracked:
                 assert task is not None
                 self.work.requests.discard(task)

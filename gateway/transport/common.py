@@ -25,6 +25,7 @@ from gateway.core import (
     Value,
 )
 from gateway.core import jsonrpc as rpc
+from gateway.core.log_context import request_field
 from gateway.protocol import Adapter, AdapterSet, adapter_of
 from gateway.protocol.models import LOG_LEVELS
 from gateway.transport.responder import AnswerSent
@@ -184,5 +185,5 @@ async def settle(
 
 def request_ref() -> str:
     """`` (request id X)`` from the log context, so a person can find the log line."""
-    request_id = structlog.contextvars.get_contextvars().get("request_id")
-    return f" (request id {request_id})" if isinstance(request_id, str) else ""
+    request_id = request_field("request_id")
+    return f" (request id {request_id})" if request_id is not None else ""

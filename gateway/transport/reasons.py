@@ -12,6 +12,7 @@ from dataclasses import replace
 import structlog
 
 from gateway.core import Failure, FailureKind
+from gateway.core.log_context import request_field
 from gateway.protocol.upstream_failures import TABLE as UPSTREAM_FAILURES
 from gateway.protocol.upstream_failures import told
 
@@ -101,8 +102,7 @@ def log_refusal(route: str, status: int, failure: Failure) -> None:
 
 def request_id() -> str:
     """The id the current request's log lines carry."""
-    value = structlog.contextvars.get_contextvars().get("request_id")
-    return value if isinstance(value, str) else "-"
+    return request_field("request_id") or "-"
 
 
 def without_internals(text: str, hidden: Iterable[str]) -> str:

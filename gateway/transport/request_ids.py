@@ -10,9 +10,9 @@ import itertools
 import re
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from contextvars import Token
 
-import structlog
+from gateway.core.log_context import REQUEST_CONTEXT
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 # A client's X-Request-Id is used as it is only when it looks like an id.
@@ -28,8 +28,8 @@ class RequestIds:
         self._prefix = secrets.token_hex(8)
         self._numbers = itertools.count()
 
-    def bind(self, headers: Mapping[str, str]) -> tuple[str, Mapping[str, Any]]:
-        """The request's id, bound to the log context (the tokens reset it)."""
+    def bind(self, headers: Mapping[str, str]) -> tuple[str, Token[Mapping[str, str] | None]]:
+        """The request's id, bound to the log context (the token resets it)."""
         given = headers.get("x-request-id", "")
         if given and _SANE_REQUEST_ID.match(given):
             request_id = given
@@ -39,7 +39,7 @@ class RequestIds:
         traceparent = headers.get("traceparent")
         if traceparent:
             context.update(trace_ids(traceparent))
-        return request_id, structlog.contextvars.bind_contextvars(**context)
+        return request_id, REQUEST_CONTEXT.set(context)
 
     def bind_for_task(self, headers: Mapping[str, str]) -> str:
         """:meth:`bind` for a request answered in a task of its own (the lane's):
