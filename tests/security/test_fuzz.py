@@ -20,7 +20,6 @@ from bench.fuzz import REVISIONS, HttpTarget, Lab, StdioTarget, lab, shape
 from bench.procs import open_fds, rss_kib
 
 EXAMPLES = 400
-MODERN_EXAMPLES = 200
 
 
 @pytest.fixture(scope="module")
@@ -29,35 +28,28 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield started
 
 
+# Each fuzzed before a handshake-era upstream (the demo, route /mcp) and a stateless
+# one (route /m: every handshake-era method translated for it, and both kinds of
+# pass-through lane).
+UPSTREAMS = pytest.mark.parametrize("era", ["handshake", "stateless"], indirect=True)
+
+
 @pytest.fixture(scope="module")
-def http_target(running: Lab) -> Iterator[HttpTarget]:
-    target = HttpTarget(running.gateway)
+def era(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def http_target(running: Lab, era: str) -> Iterator[HttpTarget]:
+    target = HttpTarget(running.gateway, "/mcp" if era == "handshake" else "/m")
     target.open_sessions()
     yield target
     target.close()
 
 
 @pytest.fixture(scope="module")
-def stdio_target(running: Lab) -> Iterator[StdioTarget]:
-    target = StdioTarget(running.upstream)
-    yield target
-    target.close()
-
-
-@pytest.fixture(scope="module")
-def http_modern(running: Lab) -> Iterator[HttpTarget]:
-    """The route before the stateless upstream: every handshake-era method translated
-    for it, and both kinds of pass-through lane (its own revision's, a handshake-era
-    client's translated)."""
-    target = HttpTarget(running.gateway, "/m")
-    target.open_sessions()
-    yield target
-    target.close()
-
-
-@pytest.fixture(scope="module")
-def stdio_modern(running: Lab) -> Iterator[StdioTarget]:
-    target = StdioTarget(running.modern)
+def stdio_target(running: Lab, era: str) -> Iterator[StdioTarget]:
+    target = StdioTarget(running.upstream if era == "handshake" else running.modern)
     yield target
     target.close()
 
@@ -70,6 +62,7 @@ FUZZ = settings(
 )
 
 
+@UPSTREAMS
 @FUZZ
 @given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
 def test_http_answers_every_shape(
@@ -79,6 +72,7 @@ def test_http_answers_every_shape(
     assert http_target.send(item) is None, item.body[:300]
 
 
+@UPSTREAMS
 @FUZZ
 @given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
 def test_stdio_answers_every_shape(
@@ -88,24 +82,7 @@ def test_stdio_answers_every_shape(
     assert stdio_target.send(item) is None, item.body[:300]
 
 
-@settings(FUZZ, max_examples=MODERN_EXAMPLES)
-@given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
-def test_http_answers_every_shape_before_a_stateless_upstream(
-    http_modern: HttpTarget, rng: random.Random, revision: str
-) -> None:
-    item = shape(rng, revision)
-    assert http_modern.send(item) is None, item.body[:300]
-
-
-@settings(FUZZ, max_examples=MODERN_EXAMPLES)
-@given(rng=st.randoms(use_true_random=False), revision=st.sampled_from(REVISIONS))
-def test_stdio_answers_every_shape_before_a_stateless_upstream(
-    stdio_modern: StdioTarget, rng: random.Random, revision: str
-) -> None:
-    item = shape(rng, revision)
-    assert stdio_modern.send(item) is None, item.body[:300]
-
-
+@pytest.mark.parametrize("era", ["handshake"], indirect=True)
 def test_no_descriptor_or_memory_growth(running: Lab, http_target: HttpTarget) -> None:
     """After a warm-up, a thousand more shapes leave the gateway as it was."""
     rng = random.Random(5)
