@@ -94,6 +94,11 @@ def running(
     with gateway(*routes, extra=extra, tmp_path=tmp, env=env, check=False) as started:
         yield started
         assert bad_log_lines(started.log()) == [], started.log()[-4000:]
+        # Not vacuous: beside the hostile header, the call reached each route's tool.
+        metrics = _metrics(int(started.base.rsplit(":", 1)[1]))
+        for route in TOOLS:
+            answered = f'method="tools/call",outcome="ok",route="{route}"'
+            assert answered in metrics, (route, metrics[-3000:])
 
 
 @pytest.fixture(scope="module")
