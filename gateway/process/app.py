@@ -39,6 +39,7 @@ from gateway.config.settings import (
 from gateway.core import Failure, FailureKind, tracing
 from gateway.core.limits import DescriptorBudget, Quota
 from gateway.core.log_context import REQUEST_CONTEXT
+from gateway.core.redaction import safe_url
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
 from gateway.observability import CallObservers, Metrics, log_call
@@ -49,12 +50,14 @@ from gateway.process.lifecycle import (
     SHUTDOWN_MARGIN,
     InFlight,
     Signals,
+    StartupError,
     freeze_startup_memory,
+    start_unless,
     stop_accepting,
     watchdog,
 )
 from gateway.process.ops import OPS_PATHS, Ops
-from gateway.process.route_check import RouteVerdict, watch
+from gateway.process.route_check import say_in_log, watch
 from gateway.process.start_options import (
     STATE_KEY_ENV,
     cluster_options,
@@ -509,7 +512,11 @@ class Gateway:
                     break
         if self.cluster is not None and self.cluster_options is not None:
             url = await self.cluster_options.internal_url(self._runner, self.host, self.port)
-            await self.cluster.start(url)
+            try:
+                await self.cluster.start(url)
+            except Exception as exc:  # the store's own error (redis-py's, a file's)
+                store = safe_url(self.cluster_options.store_url)
+                raise StartupError(f"cannot join the cluster: store {store}: {exc}") from None
         if self.console is not None:
             await self.console.start()
         for endpoint in self.endpoints:
@@ -580,26 +587,25 @@ class Gateway:
 
     async def serve_forever(self, *, demo: bool = False) -> None:
         """Start (fronting the bundled demo server when ``demo``), serve until
-        SIGTERM/SIGINT, then drain and stop within the drain timeout."""
+        SIGTERM/SIGINT, then drain and stop within the drain timeout. The signals are
+        ours from the first step: one during start-up ends it cleanly, never by the
+        signal's default action (an orchestrator's SIGTERM right after a start)."""
         demo_runner = None
-        try:
-            if demo:
-                demo_runner = await self._front_demo()
+        with Signals(self.work.force) as signals:
             try:
-                await self.start()
-            except BaseException:
-                await self._release()
-                raise
-            freeze_startup_memory()
-            routes = [(e.route.path, e.route.backend) for e in self.endpoints]
-            summary = asyncio.create_task(watch(routes, _say_route), name="route-summary")
-            with Signals(self.work.force) as signals:
+                if demo:
+                    demo_runner = await self._front_demo()
+                if not await start_unless(self.start, self._release, signals.stop):
+                    return
+                freeze_startup_memory()
+                routes = [(e.route.path, e.route.backend) for e in self.endpoints]
+                summary = asyncio.create_task(watch(routes, say_in_log), name="route-summary")
                 await signals.stop.wait()
                 summary.cancel()
                 await self._shut_down()
-        finally:
-            if demo_runner is not None:
-                await demo_runner.cleanup()
+            finally:
+                if demo_runner is not None:
+                    await demo_runner.cleanup()
 
     async def _front_demo(self) -> web.AppRunner:
         """No route given: the bundled demo server, started and fronted at /mcp."""
@@ -622,15 +628,6 @@ class Gateway:
             self.work.draining = True
             await self.cluster.drain(self.drain_timeout, self._owned_work)
         await self.stop(max(0.0, self.drain_timeout - (time.monotonic() - started)))
-
-
-def _say_route(verdict: RouteVerdict) -> None:
-    """The startup summary's line for a route (gateway/process/route_check.py)."""
-    for target in verdict.targets:
-        if target.ok:
-            log.info("route ready", route=verdict.path, **target.fields())
-        else:
-            log.warning("route broken", route=verdict.path, **target.fields())
 
 
 def _banner(versions: bool) -> str:

@@ -47,7 +47,7 @@ from gateway.core import Failure, tracing
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway
-from gateway.process.lifecycle import loop_factory
+from gateway.process.lifecycle import StartupError, loop_factory, until_signalled
 from gateway.process.probe_report import as_text, probe_upstream
 from gateway.process.route_check import RouteVerdict, reach_all, startable
 from gateway.process.start_options import describe_settings, state_key_from_env
@@ -318,6 +318,8 @@ def _run(settings: Settings, gateway: Gateway) -> None:
             runner.run(gateway.serve_forever(demo=not settings.routes))
     except OSError as exc:  # e.g. the port is taken
         raise _fail(f"cannot listen on {settings.listen}: {exc.strerror or exc}", 1) from None
+    except StartupError as exc:
+        raise _fail(str(exc), 1) from None
     except KeyboardInterrupt:  # a signal before the handlers were installed
         raise typer.Exit(130) from None
     finally:
@@ -535,7 +537,7 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         if tracing.active is not None:  # the finished call's outcome on its span
             route.observer = tracing.active
         try:
-            await run_stdio(route, headers=headers)
+            await until_signalled(run_stdio(route, headers=headers))
         finally:
             await route.backend.close()
             await link.close()
@@ -574,12 +576,12 @@ def demo(listen: ListenOption = None) -> None:
 async def _serve_demo(host: str, port: int) -> None:
     from gateway.demo import start_demo
 
-    runner, url = await start_demo(host, port)
-    typer.echo(f"demo MCP server at {url}", err=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before it listens: a signal then ends it
         loop.add_signal_handler(sig, stop.set)
+    runner, url = await start_demo(host, port)
+    typer.echo(f"demo MCP server at {url}", err=True)
     try:
         await stop.wait()
     finally:

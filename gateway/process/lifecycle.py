@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +32,13 @@ __all__ = [
     "SHUTDOWN_MARGIN",
     "InFlight",
     "Signals",
+    "StartupError",
     "freeze_startup_memory",
     "loop_factory",
+    "start_unless",
     "stop_accepting",
+    "unless",
+    "until_signalled",
     "watchdog",
 ]
 
@@ -122,6 +126,58 @@ async def stop_accepting(
     for endpoint in endpoints:
         # A listen lasts as long as its client: it would hold the drain to the deadline.
         endpoint.pipeline.end_listens()
+
+
+class StartupError(Exception):
+    """What stopped a start after the settings were found good (the cluster store
+    unreachable): said in one line, without a traceback."""
+
+
+async def unless(work: Awaitable[object], stop: asyncio.Event) -> bool:
+    """``work`` to its end, unless ``stop`` is set first (a signal): then it is
+    cancelled (its own ``finally`` blocks run) and False is returned."""
+
+    async def working() -> object:
+        return await work
+
+    task = asyncio.create_task(working())
+    signalled = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait((task, signalled), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signalled.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait((task,))
+    if task.cancelled():
+        return False
+    task.result()  # its own failure, raised here
+    return True
+
+
+async def start_unless(
+    start: Callable[[], Awaitable[object]],
+    release: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+) -> bool:
+    """``start()``, unless ``stop`` is set first (a signal during start-up): then what
+    it began is released and False is returned (nothing was ready, nothing to drain)."""
+    try:
+        started = await unless(start(), stop)
+    except BaseException:
+        await release()
+        raise
+    if not started:
+        log.info("stopped before it was ready")
+        await release()
+    return started
+
+
+async def until_signalled(work: Awaitable[object]) -> None:
+    """``work`` to its end, or until SIGTERM/SIGINT cancels it (then it winds down in
+    its ``finally`` blocks: children stopped gracefully, never orphaned)."""
+    with Signals(asyncio.Event()) as signals:
+        await unless(work, signals.stop)
 
 
 class Signals:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from gateway.bridge.backend import Backend
 from gateway.core import Failure, FailureKind
 from gateway.core.redaction import safe_command, safe_url
@@ -23,6 +25,7 @@ from gateway.upstream.diagnosis import diagnose
 from gateway.upstream.link import UpstreamLink, UpstreamSettings
 from gateway.upstream.reach import spawnable
 
+log = structlog.get_logger(__name__)
 # The startup summary: how long one route's check may take, and how often the routes
 # are checked again (a line is logged only when a verdict changes).
 WATCH_TIMEOUT = 10.0
@@ -211,3 +214,12 @@ async def _verdict(path: str, backend: Backend, within: float) -> RouteVerdict:
     else:
         target.problem, target.hint = await diagnose(check["error"], link.settings)
     return RouteVerdict(path, [target])
+
+
+def say_in_log(verdict: RouteVerdict) -> None:
+    """The startup summary's line for a route (what :func:`watch` says, in the log)."""
+    for target in verdict.targets:
+        if target.ok:
+            log.info("route ready", route=verdict.path, **target.fields())
+        else:
+            log.warning("route broken", route=verdict.path, **target.fields())
