@@ -114,11 +114,23 @@ def report(
         median = statistics.median(rps[lane.key])
         reference = statistics.median(rps[lane.reference])
         direct = p50[f"direct-{lane.mid[-1]}"]
+        # Each round's cell over its reference's in the same round: a drift of the
+        # machine over the run (another process, a thermal step) cancels in a pair.
+        paired = [a / b for a, b in zip(rps[lane.key], rps[lane.reference], strict=True)]
+        cpu, ref_cpu = CPU.get(lane.key, 0.0), CPU.get(lane.reference, 0.0)
         lanes[lane.key] = {
             "label": lane.label,
             "rps": round(median),
             "rounds_rps": [round(x) for x in rps[lane.key]],
             "ratio": round(median / reference, 3),
+            "paired": [
+                round(statistics.median(paired), 3),
+                round(min(paired), 3),
+                round(max(paired), 3),
+            ],
+            # The middle's CPU per request over the proxy's: what a core-bound
+            # deployment pays, and the steadiest figure on a shared machine.
+            "cpu_ratio": round(cpu / ref_cpu, 3) if ref_cpu else None,
             "p50_ms": round(p50[lane.key], 3),
             "added_p50_ms": round(p50[lane.key] - direct, 3),
             "mid_cpu_us": round(CPU.get(lane.key, 0.0), 1),
@@ -129,19 +141,23 @@ def report(
 
 def render(figures: dict[str, Any]) -> str:
     lines = [
-        f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'target':>7} {'p50 ms':>7} {'+p50 ms':>8}"
-        f" {'mid us':>7}",
+        f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'paired (low-high)':>19} {'target':>7}"
+        f" {'p50 ms':>7} {'+p50 ms':>8} {'mid us':>7} {'x cpu':>6}",
     ]
     for row in figures["lanes"].values():
         target = f"{row['target']:.2f}" if row["target"] else ""
+        mid, low, high = row["paired"]
+        paired = f"{mid:.3f} ({low:.2f}-{high:.2f})"
         lines.append(
-            f"{row['label']:<48} {row['rps']:>8} {row['ratio']:>8.3f} {target:>7} "
+            f"{row['label']:<48} {row['rps']:>8} {row['ratio']:>8.3f} {paired:>19} {target:>7} "
             f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f} {row['mid_cpu_us']:>7.1f}"
+            f" {row['cpu_ratio'] or 0:>6.3f}"
         )
     lines.append(
         f"({figures['connections']} connections a cell for calls/s, medians of the rounds;"
+        " paired: each round's cell over the proxy's in that round, median and range;"
         " p50 at one connection, +p50 over the direct call; mid us: the proxy's or gateway's"
-        " CPU per request, user + system, every round's)"
+        " CPU per request, user + system, every round's; x cpu: that over the proxy's)"
     )
     return "\n".join(lines)
 

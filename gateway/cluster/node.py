@@ -73,6 +73,7 @@ class ClusterNode:
         # When this replica last found the store's registry lost (loop time).
         self._forgot_at = -math.inf
         self._announced = False  # once: a registration then missing means a lost store
+        self._registering = False  # a registration sent (it may have landed): undo it
         self.draining = False
         self.routes: dict[str, RouteEntry] = {}
         self.verdicts = VerdictShare(store)
@@ -150,6 +151,7 @@ class ClusterNode:
 
     async def _announce(self) -> None:
         replica = Replica(self.id, self.url, self.draining)
+        self._registering = True
         was = await self.store.register(replica, self.heartbeat_ttl)
         if not was and self._announced and not self.draining:
             # Our own key was gone: the store forgot every replica (restarted empty, a
@@ -201,8 +203,12 @@ class ClusterNode:
             # Bounded: whatever the heartbeat was in, leaving must not wait for ever.
             await asyncio.wait({self._beat}, timeout=LEAVE_GRACE)
             self._beat = None
+        if not self._registering:  # never registered (a start ended early): nothing to undo
+            return
+        # Bounded too: a store that hangs must not hold a replica's way down.
         with contextlib.suppress(Exception):
-            await self.store.deregister(self.id)
+            async with asyncio.timeout(LEAVE_GRACE):
+                await self.store.deregister(self.id)
 
     async def close(self) -> None:
         await self.leave()

@@ -52,17 +52,19 @@ def run_workers(count: int, serve_args: Sequence[str], cluster: str | None) -> i
     env.setdefault(STATE_KEY_ENV, secrets.token_urlsafe(48))
     command = [sys.executable, "-m", "gateway", "serve", *worker_argv(serve_args)]
     stopping: list[int] = []
+    told: set[int] = set()  # the workers sent the first signal
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.append(signum)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signum)
+                told.add(child.pid)
 
     children = [subprocess.Popen(command, env=env, start_new_session=True) for _ in range(count)]
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _supervise(children, command, env, stopping)
+        return _supervise(children, command, env, stopping, told)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -75,16 +77,25 @@ def _supervise(
     command: list[str],
     env: dict[str, str],
     stopping: list[int],
+    told: set[int],
 ) -> int:
+    """Until every worker has exited after a signal: one that dies before is started
+    again; one the signal missed (started while it came) is sent it here."""
     codes: dict[int, int] = {}
     while len(codes) < len(children):
         for index, child in enumerate(children):
-            if index in codes or child.poll() is None:
+            if index in codes:
+                continue
+            if child.poll() is None:
+                if stopping and child.pid not in told:
+                    child.send_signal(stopping[0])
+                    told.add(child.pid)
                 continue
             if stopping:
                 codes[index] = child.returncode
-            else:  # died on its own: start it again
-                time.sleep(RESTART_BACKOFF)
+                continue
+            time.sleep(RESTART_BACKOFF)  # died on its own: started again, unless stopping
+            if not stopping:
                 children[index] = subprocess.Popen(command, env=env, start_new_session=True)
         if len(codes) < len(children):
             time.sleep(0.1)

@@ -57,6 +57,7 @@ from gateway.config.route_options import (
     target_problem,
     unquote,
 )
+from gateway.config.store_url import store_url_problem
 from gateway.core.redaction import REDACTED, is_secret_key, redact, scrub
 from gateway.core.urls import http_url
 from gateway.policy import Rate, Rule
@@ -512,14 +513,9 @@ class Settings(BaseSettings):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, value: str | None) -> str | None:
-        redis = ("redis://", "rediss://", "unix://", "valkey://")
-        sentinel = ("redis+sentinel://", "valkey+sentinel://")
-        schemes = (*redis, *sentinel, "redis+cluster://", "valkey+cluster://", "file://")
-        if value is not None and not value.startswith(schemes) and value != "memory:":
-            raise ValueError(
-                "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE, "
-                "redis+cluster://HOST:PORT[,HOST:PORT] (or file:///DIR on one machine)"
-            )
+        problem = store_url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("advertise")

@@ -122,13 +122,18 @@ def safe_url(url: object) -> str:
         return _USERINFO.sub("", text)
     # User info first: a password may hold a raw '?' or '#' (a URL that does not
     # parse is the one whose error repeats it); everything to the authority's last '@'.
+    # A raw '/' in it ends the authority early: with a ':' there (a password, or a
+    # port) everything to the last '@' at all is hidden (over-hiding is cheaper).
     authority, slash, path = rest.partition("/")
-    if "@" in authority:
+    hidden = ""
+    if ":" in authority and "@" in path:
+        authority, slash, path, hidden = path.rpartition("@")[2], "", "", REDACTED + "@"
+    elif "@" in authority:
         authority = authority.rpartition("@")[2]
     rest = authority + slash + path
     rest, _, fragment = rest.partition("#")
     rest, question, query = rest.partition("?")
-    out = f"{scheme}://{rest}"
+    out = f"{scheme}://{hidden}{rest}"
     if question:
         out += "?" + "&".join(_no_value(item) for item in query.split("&"))
     if fragment:

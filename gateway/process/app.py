@@ -39,7 +39,7 @@ from gateway.config.settings import (
 from gateway.core import Failure, FailureKind, tracing
 from gateway.core.limits import DescriptorBudget, Quota
 from gateway.core.log_context import REQUEST_CONTEXT
-from gateway.core.redaction import safe_url
+from gateway.core.redaction import safe_url, scrub
 from gateway.core.transports import release_when_lost
 from gateway.demo import start_demo
 from gateway.observability import CallObservers, Metrics, log_call
@@ -61,6 +61,8 @@ from gateway.process.route_check import say_in_log, watch
 from gateway.process.start_options import (
     STATE_KEY_ENV,
     cluster_options,
+    console_for,
+    console_options,
     is_loopback,
     state_key_from_env,
 )
@@ -86,7 +88,7 @@ from gateway.upstream.targets import Targets
 if TYPE_CHECKING:  # imported only when a cluster (or the console) is configured
     from gateway.cluster.node import ClusterNode
     from gateway.cluster.options import ClusterOptions
-    from gateway.console import Console, ConsoleOptions
+    from gateway.console import ConsoleOptions
 
 __all__ = ["ROUTE_OPTIONS", "STATE_KEY_ENV", "Gateway", "RouteSpec", "is_loopback"]
 
@@ -97,24 +99,6 @@ BUDGET_LOG_INTERVAL = 10.0
 REQUEST_ID_HEADER = "X-Request-Id"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def console_options(settings: Settings) -> ConsoleOptions | None:
-    """``--console``'s options; None (and nothing of gateway/console imported) when off."""
-    if not settings.console:
-        return None
-    from gateway.console.options import ConsoleOptions
-
-    return ConsoleOptions.from_settings(settings)
-
-
-def _console(options: ConsoleOptions | None, gateway: Gateway) -> Console | None:
-    """The operators' console, when asked for (nothing of it imported otherwise)."""
-    if options is None:
-        return None
-    from gateway.console import Console
-
-    return Console(options, gateway)
 
 
 class Gateway:
@@ -176,7 +160,7 @@ class Gateway:
             lambda: [e.route for e in self.endpoints], self.in_flight, self._lane_figures
         )
         self.ops = Ops(self.endpoints, self.metrics, lambda: self.work.draining)
-        self.console = _console(console, self)
+        self.console = console_for(console, self)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gateway:
@@ -515,8 +499,10 @@ class Gateway:
             try:
                 await self.cluster.start(url)
             except Exception as exc:  # the store's own error (redis-py's, a file's)
+                log.debug("cluster store at start", exc_info=True)
+                said = scrub(str(exc)) or type(exc).__name__
                 store = safe_url(self.cluster_options.store_url)
-                raise StartupError(f"cannot join the cluster: store {store}: {exc}") from None
+                raise StartupError(f"cannot join the cluster: store {store}: {said}") from None
         if self.console is not None:
             await self.console.start()
         for endpoint in self.endpoints:
@@ -587,15 +573,15 @@ class Gateway:
 
     async def serve_forever(self, *, demo: bool = False) -> None:
         """Start (fronting the bundled demo server when ``demo``), serve until
-        SIGTERM/SIGINT, then drain and stop within the drain timeout. The signals are
-        ours from the first step: one during start-up ends it cleanly, never by the
-        signal's default action (an orchestrator's SIGTERM right after a start)."""
+        SIGTERM/SIGINT, then drain and stop within the drain timeout; a signal during
+        start-up ends it cleanly too, never by the signal's default action."""
         demo_runner = None
         with Signals(self.work.force) as signals:
             try:
                 if demo:
                     demo_runner = await self._front_demo()
-                if not await start_unless(self.start, self._release, signals.stop):
+                within = self.drain_timeout + SHUTDOWN_MARGIN
+                if not await start_unless(self.start, self._abandon_start, signals.stop, within):
                     return
                 freeze_startup_memory()
                 routes = [(e.route.path, e.route.backend) for e in self.endpoints]
@@ -606,6 +592,13 @@ class Gateway:
             finally:
                 if demo_runner is not None:
                     await demo_runner.cleanup()
+
+    async def _abandon_start(self) -> None:
+        """A start that failed or was stopped: nothing more is accepted (a listener may
+        be open already), then what it began is released."""
+        self.work.draining = True
+        await stop_accepting(self._runner, self._listener, self.lane, self.endpoints)
+        await self._release()
 
     async def _front_demo(self) -> web.AppRunner:
         """No route given: the bundled demo server, started and fronted at /mcp."""

@@ -47,7 +47,7 @@ from gateway.core import Failure, tracing
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway
-from gateway.process.lifecycle import StartupError, loop_factory, until_signalled
+from gateway.process.lifecycle import Signals, StartupError, loop_factory
 from gateway.process.probe_report import as_text, probe_upstream
 from gateway.process.route_check import RouteVerdict, reach_all, startable
 from gateway.process.start_options import describe_settings, state_key_from_env
@@ -536,11 +536,15 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         )
         if tracing.active is not None:  # the finished call's outcome on its span
             route.observer = tracing.active
-        try:
-            await until_signalled(run_stdio(route, headers=headers))
-        finally:
-            await route.backend.close()
-            await link.close()
+        # A first signal ends the input (the calls in flight finish), a second the
+        # wait; either way the stdio server is stopped gracefully, never orphaned.
+        force = asyncio.Event()
+        with Signals(force) as signals:
+            try:
+                await run_stdio(route, headers=headers, stop=signals.stop, force=force)
+            finally:
+                await route.backend.close()
+                await link.close()
 
 
 def _env_headers(specs: list[str], upstream: str) -> dict[str, str]:

@@ -38,7 +38,6 @@ __all__ = [
     "start_unless",
     "stop_accepting",
     "unless",
-    "until_signalled",
     "watchdog",
 ]
 
@@ -142,14 +141,20 @@ async def unless(work: Awaitable[object], stop: asyncio.Event) -> bool:
 
     task = asyncio.create_task(working())
     signalled = asyncio.create_task(stop.wait())
+    stopped = False
     try:
         await asyncio.wait((task, signalled), return_when=asyncio.FIRST_COMPLETED)
     finally:
         signalled.cancel()
         if not task.done():
-            task.cancel()
+            stopped = task.cancel()
             await asyncio.wait((task,))
     if task.cancelled():
+        return False
+    if stopped and task.exception() is not None:
+        # What it was in turned the cancellation into its own error (redis-py's
+        # timeout): stopped all the same, and said so, not as that error.
+        log.debug("stopped while it was starting", error=repr(task.exception()))
         return False
     task.result()  # its own failure, raised here
     return True
@@ -159,9 +164,11 @@ async def start_unless(
     start: Callable[[], Awaitable[object]],
     release: Callable[[], Awaitable[None]],
     stop: asyncio.Event,
+    within: float,
 ) -> bool:
     """``start()``, unless ``stop`` is set first (a signal during start-up): then what
-    it began is released and False is returned (nothing was ready, nothing to drain)."""
+    it began is released, the process ending ``within`` seconds whatever holds the
+    release up (a store that hangs), and False is returned (nothing to drain)."""
     try:
         started = await unless(start(), stop)
     except BaseException:
@@ -169,15 +176,9 @@ async def start_unless(
         raise
     if not started:
         log.info("stopped before it was ready")
+        watchdog(within)
         await release()
     return started
-
-
-async def until_signalled(work: Awaitable[object]) -> None:
-    """``work`` to its end, or until SIGTERM/SIGINT cancels it (then it winds down in
-    its ``finally`` blocks: children stopped gracefully, never orphaned)."""
-    with Signals(asyncio.Event()) as signals:
-        await unless(work, signals.stop)
 
 
 class Signals:

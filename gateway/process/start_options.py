@@ -14,8 +14,10 @@ from gateway.config.settings import Settings, SettingsError
 from gateway.core.redaction import redact, safe_command
 from gateway.upstream.settings import DEFAULT_REQUEST_TIMEOUT
 
-if TYPE_CHECKING:  # imported only when a cluster is configured
+if TYPE_CHECKING:  # imported only when a cluster (or the console) is configured
     from gateway.cluster.options import ClusterOptions
+    from gateway.console import Console, ConsoleOptions
+    from gateway.console.server import GatewayState
 
 
 def is_loopback(host: str) -> bool:
@@ -85,3 +87,21 @@ def describe_settings(settings: Settings) -> str:
             route["upstream"] = "stdio:" + command
         routes.append({**redact(route), **names})
     return json.dumps({**redact(data), "routes": routes}, indent=2, sort_keys=True)
+
+
+def console_options(settings: Settings) -> ConsoleOptions | None:
+    """``--console``'s options; None (and nothing of gateway/console imported) when off."""
+    if not settings.console:
+        return None
+    from gateway.console.options import ConsoleOptions
+
+    return ConsoleOptions.from_settings(settings)
+
+
+def console_for(options: ConsoleOptions | None, gateway: GatewayState) -> Console | None:
+    """The operators' console, when asked for (nothing of it imported otherwise)."""
+    if options is None:
+        return None
+    from gateway.console import Console
+
+    return Console(options, gateway)

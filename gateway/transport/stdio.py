@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent import futures
 from typing import Any
 
 import structlog
@@ -47,7 +48,8 @@ class StdioServer:
     send (e.g. an ``authorization`` to forward upstream); they decide the
     principal and what is forwarded, as on HTTP.  At the end of input, calls
     still running get ``eof_grace`` seconds to finish (``printf ... | gateway
-    stdio`` works), then are cancelled.
+    stdio`` works), then are cancelled.  ``stop`` set (a first signal) ends the
+    input as its end would; ``force`` set (a second) ends the grace at once.
     """
 
     def __init__(
@@ -57,8 +59,11 @@ class StdioServer:
         *,
         headers: Mapping[str, str] | None = None,
         eof_grace: float = 10.0,
+        stop: asyncio.Event | None = None,
+        force: asyncio.Event | None = None,
     ) -> None:
         self.route = route
+        self.stop, self.force = stop, force
         self.adapters = route.adapters
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
         self.eof_grace = eof_grace
@@ -95,7 +100,10 @@ class StdioServer:
     # ------------------------------------------------------------- input
 
     async def serve(self, read: ReadFn) -> None:
-        """Read and answer lines until the end of input, then wind down."""
+        """Read and answer lines until the end of input (or ``stop``), then wind down."""
+        stopped = asyncio.ensure_future(self.stop.wait()) if self.stop is not None else None
+        if stopped is not None:
+            read = _until(read, stopped)
         try:
             async for line in iter_lines(read, self.route.max_body):
                 if isinstance(line, Oversized):
@@ -106,17 +114,35 @@ class StdioServer:
                 if line.strip():
                     await self.handle_line(line)
         finally:
+            if stopped is not None:
+                stopped.cancel()
             await self._wind_down()
 
     async def _wind_down(self) -> None:
+        """The calls in flight finish (within the grace, unless ``force``); whatever is
+        left is cancelled and awaited, and the sessions end, even if this is cancelled:
+        nothing may write to stdout or open an upstream session after it."""
         running = set(self.running.values()) | self.pipeline.tasks
-        if running:
-            _, pending = await asyncio.wait(running, timeout=self.eof_grace)
+        try:
+            if running:
+                await self._settle(running)
+        finally:
+            pending = {task for task in running if not task.done()}
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-        await self.pipeline.close()
+            await self.pipeline.close()
+
+    async def _settle(self, running: set[asyncio.Task[Any]]) -> None:
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.wait(running))}
+        if self.force is not None:
+            waits.add(asyncio.ensure_future(self.force.wait()))
+        try:
+            await asyncio.wait(waits, timeout=self.eof_grace, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def handle_line(self, line: bytes) -> None:
         """One inbound line: in through the pipeline, then its answers written and its
@@ -232,6 +258,22 @@ async def serve_stdio(
 # ------------------------------------------------------------------ the process's own stdio
 
 
+def _until(read: ReadFn, stopped: asyncio.Future[Any]) -> ReadFn:
+    """``read``, answering the end of input once ``stopped`` is done."""
+
+    async def read_until(size: int) -> bytes:
+        if stopped.done():
+            return b""
+        reading = asyncio.ensure_future(read(size))
+        await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+        if reading.done():
+            return reading.result()
+        reading.cancel()
+        return b""
+
+    return read_until
+
+
 def _threaded_reader(fd: int, loop: asyncio.AbstractEventLoop) -> ReadFn:
     """Reads ``fd`` in a daemon thread: works for pipes, files and terminals alike, and
     never sets O_NONBLOCK on a descriptor the parent shell may share.  Bounded: the
@@ -246,7 +288,8 @@ def _threaded_reader(fd: int, loop: asyncio.AbstractEventLoop) -> ReadFn:
                 asyncio.run_coroutine_threadsafe(queue.put(data), loop).result()
                 if not data:
                     return
-        except (OSError, RuntimeError, asyncio.CancelledError):
+        except (OSError, RuntimeError, asyncio.CancelledError, futures.CancelledError):
+            # (the loop closed while a chunk waited to be queued: its put was cancelled)
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(queue.put_nowait, b"")
 
@@ -277,8 +320,11 @@ async def run_stdio(
     headers: Mapping[str, str] | None = None,
     protect_stdout: bool = True,
     eof_grace: float = 10.0,
+    stop: asyncio.Event | None = None,
+    force: asyncio.Event | None = None,
 ) -> None:
-    """Serve the client on this process's stdin and stdout (``gateway stdio``).
+    """Serve the client on this process's stdin and stdout (``gateway stdio``), until
+    the end of its input or ``stop`` (see :class:`StdioServer`).
 
     With ``protect_stdout``, the protocol gets a private copy of stdout and
     file descriptor 1 is pointed at stderr, so nothing else (a stray print, a
@@ -292,7 +338,10 @@ async def run_stdio(
         out_fd = os.dup(out_fd)
         os.dup2(sys.stderr.fileno(), 1)
     try:
-        server = StdioServer(route, _threaded_writer(out_fd), headers=headers, eof_grace=eof_grace)
+        writer = _threaded_writer(out_fd)
+        server = StdioServer(
+            route, writer, headers=headers, eof_grace=eof_grace, stop=stop, force=force
+        )
         await server.serve(_threaded_reader(in_fd, loop))
     finally:
         if protect_stdout:

@@ -119,3 +119,7 @@ def test_lanes_measures_each_lane_against_the_byte_proxy(
         assert lane["rps"] > 0 and lane["p50_ms"] > 0, lane
         if key.startswith("ref-"):
             assert lane["ratio"] == 1.0  # each proxy is its own reference
+            assert lane["paired"] == [1.0, 1.0, 1.0] and lane["cpu_ratio"] == 1.0, lane
+        else:
+            low, high = lane["paired"][1:]
+            assert 0 < low <= lane["paired"][0] <= high, lane

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,24 +103,33 @@ def test_an_unreachable_store_is_one_line_without_its_password() -> None:
     assert last.startswith("Error: cannot join the cluster: store redis://127.0.0.1:"), out
 
 
-# Answers initialize and tools/list; at the end of its input it stays (a server that
-# ignores the graceful signal) until SIGTERM. Its pid is written where argv[1] says.
+# A stdio server that answers initialize, tools/list and `slow` (after `seconds`,
+# having touched argv[1] + ".called"); at the end of its input it stays (a server that
+# ignores the graceful signal) until SIGTERM. Its pid is written to argv[1].
 STUBBORN = """
 import json, os, sys, time
 open(sys.argv[1], "w").write(str(os.getpid()))
+TOOL = {"name": "slow", "inputSchema": {"type": "object"}}
 for line in sys.stdin:
     m = json.loads(line)
-    if "id" in m and m.get("method") == "initialize":
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
         r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
              "serverInfo": {"name": "stubborn", "version": "1"}}
-    elif "id" in m:
-        r = {"tools": []}
+    elif m["method"] == "tools/list":
+        r = {"tools": [TOOL]}
+    elif m["method"] != "tools/call":
+        r = {}
     else:
-        continue
+        open(sys.argv[1] + ".called", "w").close()
+        time.sleep(m["params"]["arguments"]["seconds"])
+        r = {"content": [{"type": "text", "text": "done"}]}
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
 while True:
     time.sleep(1)
 """
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
 
 
 def alive(pid: int) -> bool:
@@ -130,30 +140,104 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_a_sigterm_to_gateway_stdio_stops_its_server_too(tmp_path: Path) -> None:
-    (tmp_path / "server.py").write_text(STUBBORN)
-    pid_file = tmp_path / "server.pid"
-    upstream = f"stdio:{sys.executable} {tmp_path / 'server.py'} {pid_file}"
-    argv = [sys.executable, "-m", "gateway", "stdio", "--upstream", upstream]
-    front = subprocess.Popen(
-        argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert front.stdin is not None and front.stdout is not None
-    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
-    for message in (
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ):
-        front.stdin.write(json.dumps(message).encode() + b"\n")
-    front.stdin.flush()
+class StdioFront:
+    """`gateway stdio` in front of the stubborn server, a session open."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        (tmp_path / "server.py").write_text(STUBBORN)
+        self.pid_file = tmp_path / "server.pid"
+        upstream = f"stdio:{sys.executable} {tmp_path / 'server.py'} {self.pid_file}"
+        argv = [sys.executable, "-m", "gateway", "stdio", "--upstream", upstream]
+        argv += ["--log-level", "info"]
+        self.process = subprocess.Popen(
+            argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert [self.read()["id"] for _ in range(2)] == [1, 2]
+        self.server = int(self.pid_file.read_text())
+
+    def send(self, message: dict[str, object]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def read(self) -> dict[str, object]:
+        assert self.process.stdout is not None
+        answer: dict[str, object] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def call_slow(self, seconds: float) -> None:
+        """A `slow` call, returned once the server has it."""
+        params = {"name": "slow", "arguments": {"seconds": seconds}}
+        self.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+        called = Path(f"{self.pid_file}.called")
+        deadline = time.monotonic() + 20
+        while not called.exists():  # the server's own mark: no sleep stands in for it
+            assert time.monotonic() < deadline, "the call never reached the server"
+            time.sleep(0.02)
+
+    def logged(self, event: str) -> None:
+        """Returns once its log has said ``event`` (a signal handled, say)."""
+        assert self.process.stderr is not None
+        while event not in (line := self.process.stderr.readline().decode()):
+            assert line, f"it ended without logging {event!r}"
+
+    def end(self) -> str:
+        """Its exit, within 30 s; what it logged."""
+        if self.process.stdin is not None and self.process.stdin.closed:
+            self.process.stdin = None  # (communicate would flush it)
+        _, err = self.process.communicate(timeout=30)
+        return bytes(err).decode(errors="replace")
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait(5)
+        if alive(self.server):
+            os.kill(self.server, signal.SIGKILL)
+
+
+@pytest.fixture
+def front(tmp_path: Path) -> Iterator[StdioFront]:
+    started = StdioFront(tmp_path)
     try:
-        answers = [json.loads(front.stdout.readline()) for _ in range(2)]
-        assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}, answers
-        server = int(pid_file.read_text())
-        front.send_signal(signal.SIGTERM)
-        _, err = front.communicate(timeout=30)
+        yield started
     finally:
-        front.kill()
-    assert front.returncode == 0, err.decode()[-2000:]
-    assert not alive(server), "gateway stdio left its server running"
+        started.close()
+
+
+def test_a_sigterm_to_gateway_stdio_stops_its_server_too(front: StdioFront) -> None:
+    front.process.send_signal(signal.SIGTERM)
+    err = front.end()
+    assert front.process.returncode == 0, err[-2000:]
+    assert not alive(front.server), "gateway stdio left its server running"
+
+
+def test_a_call_in_flight_at_a_sigterm_is_answered_first(front: StdioFront) -> None:
+    front.call_slow(1.0)
+    front.process.send_signal(signal.SIGTERM)
+    assert front.read() == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"content": [{"type": "text", "text": "done"}]},
+    }
+    err = front.end()
+    assert front.process.returncode == 0, err[-2000:]
+    assert not alive(front.server)
+
+
+def test_a_second_signal_after_the_end_of_input_ends_the_wait(front: StdioFront) -> None:
+    front.call_slow(120.0)
+    assert front.process.stdin is not None
+    front.process.stdin.close()  # the client's end: the call gets its grace...
+    front.process.send_signal(signal.SIGTERM)  # ...which a first signal leaves,
+    front.logged('"shutting down"')  # (two signals at once would be one)
+    started = time.monotonic()
+    front.process.send_signal(signal.SIGTERM)  # and a second ends
+    err = front.end()
+    assert front.process.returncode == 0, err[-2000:]
+    # Within the stdio server's own stop (end of input, 2 s, SIGTERM), not the
+    # call's 10 s grace.
+    assert time.monotonic() - started < 9.0, err[-2000:]
+    assert not alive(front.server)

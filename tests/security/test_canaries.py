@@ -73,6 +73,8 @@ C = {
         "cmdkey",
         "envbad",
         "urlraw",
+        "urlslash",
+        "redisslash",
     )
 }
 # Tool arguments under secret-looking keys (each its own canary).
@@ -394,7 +396,24 @@ def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
             "a bad --cluster": _cli(
                 "serve", "--check-config", "--cluster", f"redis://:{C['redis']}@[::1", env=env
             ),
+            "a URL whose password holds a /": _cli(
+                "check", "--route", f"/s=http://u:p/{C['urlslash']}@127.0.0.1:1/mcp", env=env
+            ),
+            "a --cluster password holding a /": _cli(
+                "serve",
+                "--check-config",
+                "--cluster",
+                f"redis://:p/{C['redisslash']}@127.0.0.1:1/0",
+                env=env,
+            ),
+            "the cluster store unreachable at start": _cli(
+                "serve", "--listen", "127.0.0.1:0", *routes, *cluster, env=env
+            ),
         }
     found = [leak for where, text in outputs.items() for leak in leaks(where, text)]
     assert "Traceback" not in " ".join(outputs.values()), outputs
     assert found == [], "\n".join(found) + "\n" + json.dumps(outputs, indent=1)
+    # Each reached what it tests: the error it was there to provoke.
+    assert "percent-encode the password" in outputs["a --cluster password holding a /"]
+    started = outputs["the cluster store unreachable at start"]
+    assert started.startswith("rc=1 ") and "cannot join the cluster" in started, started

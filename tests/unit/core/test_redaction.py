@@ -128,6 +128,40 @@ def test_a_url_never_shows_its_user_info_or_query_values(
     assert CANARY not in scrub(f"POST {url}: refused")
 
 
+# A secret written raw, unencoded: '/', '?', '#' and '@' end a URL's user info for
+# every URL parser, yet Sentinel's (the last '@') and a person's reading take it whole.
+raw_text = st.text(st.sampled_from("/?#@:=&ab9%"), max_size=6)
+PIECES = ("Kq7wPieceA", "Kq7wPieceB", "Kq7wPieceC")
+
+
+@settings(max_examples=400)
+@given(
+    scheme=st.sampled_from(["http", "https", "redis", "redis+sentinel", "unix"]),
+    user=st.sampled_from(["", "u", "default"]),
+    gaps=st.tuples(raw_text, raw_text),
+    password=st.booleans(),
+    host=st.sampled_from(["host", "host:6379", "[::1]:8000", "h1:26379,h2:26379"]),
+    path=st.sampled_from(["", "/", "/0", "/mcp", "/svc/1"]),
+)
+def test_a_raw_secret_is_never_shown_in_any_part(
+    scheme: str, user: str, gaps: tuple[str, str], password: bool, host: str, path: str
+) -> None:
+    if not password:
+        # A user name alone, with a raw '/': a path to every parser and to a reader
+        # too ("https://server.example/@scope/mcp"); only a ':' before it says user info.
+        gaps = (gaps[0].replace("/", ""), gaps[1].replace("/", ""))
+    secret = PIECES[0] + gaps[0] + PIECES[1] + gaps[1] + PIECES[2]
+    userinfo = f"{user}:{secret}@" if password else f"{secret}@"
+    url = f"{scheme}://{userinfo}{host}{path}"
+    for shown in (safe_url(url), scrub(f"cannot reach {url}: refused")):
+        assert not any(piece in shown for piece in PIECES), (url, shown)
+
+
+def test_a_url_with_no_user_info_is_shown_whole() -> None:
+    for url in ("https://server.example/@scope/mcp", "http://h:8000/mcp", "unix:///run/r.sock"):
+        assert safe_url(url) == url
+
+
 @given(st.text(max_size=200))
 def test_scrub_and_safe_url_take_any_text(text: str) -> None:
     scrub(text)

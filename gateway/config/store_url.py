@@ -1,0 +1,60 @@
+"""The cluster store's URL (``--cluster``), checked with the settings: ``check`` and
+``serve`` refuse the same mistakes, in one line that never repeats the URL (it may
+hold the store's password), before anything connects to it."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+REDIS = ("redis://", "rediss://", "unix://", "valkey://")
+SENTINEL = ("redis+sentinel://", "valkey+sentinel://")
+CLUSTER = ("redis+cluster://", "valkey+cluster://")
+EXPECTED = (
+    "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE, "
+    "redis+cluster://HOST:PORT[,HOST:PORT] (or file:///DIR on one machine)"
+)
+RAW_USER_INFO = (
+    "its user info holds a raw '/' (or runs past one): percent-encode the password "
+    "('/' as %2F, '@' as %40, ':' as %3A)"
+)
+
+
+def store_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a cluster store, or None."""
+    if url == "memory:" or url.startswith("file://"):
+        return None
+    if not url.startswith((*REDIS, *SENTINEL, *CLUSTER)):
+        return EXPECTED
+    rest = url.partition("://")[2].partition("?")[0]
+    authority, _, path = rest.partition("/")
+    if "@" in path and not url.startswith("unix://"):
+        return RAW_USER_INFO
+    hosts = authority.rpartition("@")[2]
+    if url.startswith(SENTINEL):
+        names = [p for p in path.split("/") if p]
+        if not names:
+            return "a Sentinel URL names its service: redis+sentinel://HOST:PORT/SERVICE"
+        if len(names) > 1 and not names[1].isdigit():
+            return "a Sentinel URL's DB is a number: redis+sentinel://HOST:PORT/SERVICE/DB"
+    if url.startswith((*SENTINEL, *CLUSTER)):
+        return _hosts_problem(hosts)
+    if url.startswith("unix://"):
+        return None if path else "expected unix:///PATH/TO/redis.sock"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its check: a port that is no number raises
+    except ValueError:
+        return "its port is not a number (expected redis://HOST:PORT/DB)"
+    return None if parts.hostname else "it names no host (expected redis://HOST:PORT/DB)"
+
+
+def _hosts_problem(hosts: str) -> str | None:
+    """Sentinel's and a cluster's HOST:PORT[,HOST:PORT] (as the cluster parses them)."""
+    found = [h for h in hosts.split(",") if h]
+    if not found:
+        return "it names no HOST:PORT"
+    for host in found:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            return "each host is HOST:PORT, the port a number"
+    return None
