@@ -25,11 +25,17 @@ def store_url_problem(url: str) -> str | None:
         return None
     if not url.startswith((*REDIS, *SENTINEL, *CLUSTER)):
         return EXPECTED
-    rest = url.partition("://")[2].partition("?")[0]
+    whole = url.partition("://")[2]
+    rest = whole.partition("?")[0]
     authority, _, path = rest.partition("/")
-    if "@" in path and not url.startswith("unix://"):
+    if "@" in path and (authority or not url.startswith("unix://")):
         return RAW_USER_INFO
     hosts = authority.rpartition("@")[2]
+    if url.startswith((*SENTINEL, *CLUSTER)) and ("?" in whole or "#" in whole):
+        return (
+            "a Sentinel or cluster URL takes no ?options or #fragment "
+            "(a raw '?' or '#' in the password: percent-encode it)"
+        )
     if url.startswith(SENTINEL):
         names = [p for p in path.split("/") if p]
         if not names:
@@ -44,8 +50,11 @@ def store_url_problem(url: str) -> str | None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - read for its check: a port that is no number raises
     except ValueError:
-        return "its port is not a number (expected redis://HOST:PORT/DB)"
-    return None if parts.hostname else "it names no host (expected redis://HOST:PORT/DB)"
+        return "its host or port does not parse (expected redis://HOST:PORT/DB)"
+    if not parts.hostname:
+        return "it names no host (expected redis://HOST:PORT/DB)"
+    db = parts.path.strip("/")
+    return None if not db or db.isdigit() else "its DB is a number: redis://HOST:PORT/DB"
 
 
 def _hosts_problem(hosts: str) -> str | None:

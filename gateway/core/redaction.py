@@ -123,11 +123,16 @@ def safe_url(url: object) -> str:
     # User info first: a password may hold a raw '?' or '#' (a URL that does not
     # parse is the one whose error repeats it); everything to the authority's last '@'.
     # A raw '/' in it ends the authority early: with a ':' there (a password, or a
-    # port) everything to the last '@' at all is hidden (over-hiding is cheaper).
+    # port) everything to the last '@' at all is hidden; when a '?' or '#' comes
+    # before that '@', what follows may be a query value's tail: all of it is hidden
+    # (over-hiding is cheaper).
     authority, slash, path = rest.partition("/")
     hidden = ""
     if ":" in authority and "@" in path:
-        authority, slash, path, hidden = path.rpartition("@")[2], "", "", REDACTED + "@"
+        before, _, after = path.rpartition("@")
+        if "?" in before or "#" in before:
+            return f"{scheme}://{REDACTED}"
+        authority, slash, path, hidden = after, "", "", REDACTED + "@"
     elif "@" in authority:
         authority = authority.rpartition("@")[2]
     rest = authority + slash + path

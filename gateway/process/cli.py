@@ -47,7 +47,7 @@ from gateway.core import Failure, tracing
 from gateway.observability import configure_logging
 from gateway.policy import FALLBACKS
 from gateway.process.app import Gateway
-from gateway.process.lifecycle import Signals, StartupError, loop_factory
+from gateway.process.lifecycle import Signals, StartupError, loop_factory, watchdog_after
 from gateway.process.probe_report import as_text, probe_upstream
 from gateway.process.route_check import RouteVerdict, reach_all, startable
 from gateway.process.start_options import describe_settings, state_key_from_env
@@ -72,6 +72,8 @@ app = typer.Typer(
 )
 
 USAGE_ERROR = 2
+# `gateway stdio` once signalled: 10 s of grace, the stdio server's stop (up to 6 s), 9 s.
+STDIO_STOP_LIMIT = 25.0
 
 
 def _print_version(value: bool) -> None:
@@ -540,11 +542,16 @@ async def _serve_stdio(spec: RouteSpec, adapters: AdapterSet, headers: dict[str,
         # wait; either way the stdio server is stopped gracefully, never orphaned.
         force = asyncio.Event()
         with Signals(force) as signals:
+            # Bounded once signalled, whatever holds it (an initialize still waiting
+            # on its server, a DELETE to one that hangs): the grace, the stdio
+            # server's stop, a margin.
+            armed = asyncio.create_task(watchdog_after(signals.stop, STDIO_STOP_LIMIT))
             try:
                 await run_stdio(route, headers=headers, stop=signals.stop, force=force)
             finally:
                 await route.backend.close()
                 await link.close()
+                armed.cancel()
 
 
 def _env_headers(specs: list[str], upstream: str) -> dict[str, str]:

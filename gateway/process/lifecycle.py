@@ -39,6 +39,7 @@ __all__ = [
     "stop_accepting",
     "unless",
     "watchdog",
+    "watchdog_after",
 ]
 
 log = structlog.get_logger(__name__)
@@ -169,16 +170,25 @@ async def start_unless(
     """``start()``, unless ``stop`` is set first (a signal during start-up): then what
     it began is released, the process ending ``within`` seconds whatever holds the
     release up (a store that hangs), and False is returned (nothing to drain)."""
+    armed = asyncio.create_task(watchdog_after(stop, within))  # a cancel may hang too
     try:
         started = await unless(start(), stop)
     except BaseException:
+        armed.cancel()
         await release()
         raise
-    if not started:
+    if started:
+        armed.cancel()
+    else:
         log.info("stopped before it was ready")
-        watchdog(within)
         await release()
     return started
+
+
+async def watchdog_after(stop: asyncio.Event, seconds: float) -> None:
+    """The :func:`watchdog`, armed for ``seconds`` once ``stop`` is set."""
+    await stop.wait()
+    watchdog(seconds)
 
 
 class Signals:

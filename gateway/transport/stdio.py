@@ -288,10 +288,11 @@ def _threaded_reader(fd: int, loop: asyncio.AbstractEventLoop) -> ReadFn:
                 asyncio.run_coroutine_threadsafe(queue.put(data), loop).result()
                 if not data:
                     return
-        except (OSError, RuntimeError, asyncio.CancelledError, futures.CancelledError):
-            # (the loop closed while a chunk waited to be queued: its put was cancelled)
+        except futures.CancelledError:
+            return  # the loop closed while a chunk waited to be queued: nothing reads
+        except (OSError, RuntimeError, asyncio.CancelledError):
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(queue.put_nowait, b"")
+                loop.call_soon_threadsafe(_end_of_input, queue)
 
     threading.Thread(target=pump, name="stdio-stdin", daemon=True).start()
 
@@ -299,6 +300,11 @@ def _threaded_reader(fd: int, loop: asyncio.AbstractEventLoop) -> ReadFn:
         return await queue.get()
 
     return read
+
+
+def _end_of_input(queue: asyncio.Queue[bytes]) -> None:
+    with contextlib.suppress(asyncio.QueueFull):  # full: its reader has stopped reading
+        queue.put_nowait(b"")
 
 
 def _threaded_writer(fd: int) -> WriteFn:

@@ -186,9 +186,12 @@ class StdioFront:
 
     def end(self) -> str:
         """Its exit, within 30 s; what it logged."""
-        if self.process.stdin is not None and self.process.stdin.closed:
-            self.process.stdin = None  # (communicate would flush it)
+        # Its input stays open (communicate would close it: an end of input that
+        # would stop it without the signal); closed once it has exited.
+        kept, self.process.stdin = self.process.stdin, None
         _, err = self.process.communicate(timeout=30)
+        if kept is not None and not kept.closed:
+            kept.close()
         return bytes(err).decode(errors="replace")
 
     def close(self) -> None:

@@ -75,6 +75,7 @@ C = {
         "urlraw",
         "urlslash",
         "redisslash",
+        "redisquery",
     )
 }
 # Tool arguments under secret-looking keys (each its own canary).
@@ -354,6 +355,34 @@ def _cli(*args: str, env: dict[str, str]) -> str:
     return f"rc={done.returncode} {done.stdout} {done.stderr}"
 
 
+def _raw_and_unreachable(
+    routes: list[str], cluster: tuple[str, str], env: dict[str, str]
+) -> dict[str, str]:
+    """Passwords written with a raw '/', and a store not reached at start."""
+    return {
+        "a URL whose password holds a /": _cli(
+            "check", "--route", f"/s=http://u:p/{C['urlslash']}@127.0.0.1:1/mcp", env=env
+        ),
+        "a --cluster password holding a /": _cli(
+            "serve",
+            "--check-config",
+            "--cluster",
+            f"redis://:p/{C['redisslash']}@127.0.0.1:1/0",
+            env=env,
+        ),
+        "a --cluster password in its query, holding an @": _cli(
+            "serve",
+            "--check-config",
+            "--cluster",
+            f"redis://127.0.0.1:1/0?password=p@{C['redisquery']}",
+            env=env,
+        ),
+        "the cluster store unreachable at start": _cli(
+            "serve", "--listen", "127.0.0.1:0", *routes, *cluster, env=env
+        ),
+    }
+
+
 def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
     secret_file = tmp_path / "key"
     secret_file.write_text(C["filehdr"])
@@ -393,21 +422,9 @@ def test_no_canary_leaves_check_or_check_config(tmp_path: Path) -> None:
             "a URL whose password holds a ?": _cli(
                 "check", "--route", f"/q=http://u:p?{C['urlraw']}@127.0.0.1:1/mcp", env=env
             ),
+            **_raw_and_unreachable(routes, cluster, env),
             "a bad --cluster": _cli(
                 "serve", "--check-config", "--cluster", f"redis://:{C['redis']}@[::1", env=env
-            ),
-            "a URL whose password holds a /": _cli(
-                "check", "--route", f"/s=http://u:p/{C['urlslash']}@127.0.0.1:1/mcp", env=env
-            ),
-            "a --cluster password holding a /": _cli(
-                "serve",
-                "--check-config",
-                "--cluster",
-                f"redis://:p/{C['redisslash']}@127.0.0.1:1/0",
-                env=env,
-            ),
-            "the cluster store unreachable at start": _cli(
-                "serve", "--listen", "127.0.0.1:0", *routes, *cluster, env=env
             ),
         }
     found = [leak for where, text in outputs.items() for leak in leaks(where, text)]

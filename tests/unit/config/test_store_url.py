@@ -25,13 +25,18 @@ GOOD = [
 ]
 BAD = {
     "http://h:6379": "expected redis://",
-    "redis://h:abc/0": "port is not a number",
+    "redis://h:abc/0": "does not parse",
     "redis:///0": "names no host",
     "redis://:ab/cd@h:6379/0": "percent-encode",
     "redis+sentinel://h:26379": "names its service",
     "redis+sentinel://h:26379/svc/x": "DB is a number",
     "redis+sentinel://:p/w@h:26379/svc": "percent-encode",
-    "redis+cluster://h": "HOST:PORT",
+    "redis+cluster://h": "each host is HOST:PORT",
+    "redis+sentinel://h:26379/svc/0?ssl=true": "takes no ?options",
+    "redis+cluster://h:7000?x=1": "takes no ?options",
+    "redis://h:6379/x": "DB is a number",
+    "redis://h:99999/0": "does not parse",
+    "unix://:pa/ss@/run/redis.sock": "percent-encode",
     "redis+cluster://": "names no HOST:PORT",
     "unix://": "unix:///PATH",
 }
