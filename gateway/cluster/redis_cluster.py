@@ -11,38 +11,12 @@ cluster's slots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ResponseError
 
-SCHEMES = ("redis+cluster://", "valkey+cluster://")
-
-
-@dataclass(frozen=True)
-class ClusterUrl:
-    nodes: tuple[tuple[str, int], ...]
-    password: str | None = None
-
-    @classmethod
-    def parse(cls, url: str) -> ClusterUrl:
-        scheme = next((s for s in SCHEMES if url.startswith(s)), None)
-        if scheme is None:
-            raise ValueError(f"not a Redis Cluster URL: {url!r}")
-        rest = url[len(scheme) :].split("/", 1)[0]
-        password = None
-        if "@" in rest:
-            secret, rest = rest.rsplit("@", 1)
-            password = unquote(secret.split(":", 1)[-1]) or None
-        nodes = []
-        for part in rest.split(","):
-            host, _, port = part.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"a Redis Cluster node is HOST:PORT, not {part!r}")
-            nodes.append((host.strip("[]"), int(port)))
-        return cls(tuple(nodes), password)
+from gateway.core.store_urls import ClusterUrl
 
 
 def cluster_client(url: str, pool_size: int, socket_timeout: float) -> Any:

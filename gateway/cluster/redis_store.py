@@ -21,14 +21,13 @@ import structlog
 from redis.asyncio.sentinel import SentinelConnectionPool
 
 from gateway.cluster.redis_buckets import RedisBuckets
-from gateway.cluster.redis_cluster import SCHEMES as CLUSTER_SCHEMES
 from gateway.cluster.redis_cluster import cluster_client
 from gateway.cluster.redis_marker_stores import PrimaryMarker, SlotMarker
 from gateway.cluster.redis_markers import Markers
-from gateway.cluster.redis_sentinel import SCHEMES as SENTINEL_SCHEMES
 from gateway.cluster.redis_sentinel import sentinel_client
 from gateway.cluster.store import POOL_SIZE, POOL_TIMEOUT, Replica
 from gateway.core.jsonrpc import load_object
+from gateway.core.store_urls import CLUSTER_SCHEMES, SENTINEL_SCHEMES
 from gateway.policy import Limit, Taken
 
 log = structlog.get_logger(__name__)

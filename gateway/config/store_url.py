@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from gateway.core.store_urls import CLUSTER_SCHEMES, SENTINEL_SCHEMES, ClusterUrl, SentinelUrl
+
 REDIS = ("redis://", "rediss://", "unix://", "valkey://")
-SENTINEL = ("redis+sentinel://", "valkey+sentinel://")
-CLUSTER = ("redis+cluster://", "valkey+cluster://")
 EXPECTED = (
     "expected redis://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT]/SERVICE, "
     "redis+cluster://HOST:PORT[,HOST:PORT] (or file:///DIR on one machine)"
@@ -23,27 +23,24 @@ def store_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` as a cluster store, or None."""
     if url == "memory:" or url.startswith("file://"):
         return None
-    if not url.startswith((*REDIS, *SENTINEL, *CLUSTER)):
+    if not url.startswith((*REDIS, *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)):
         return EXPECTED
     whole = url.partition("://")[2]
     rest = whole.partition("?")[0]
     authority, _, path = rest.partition("/")
     if "@" in path and (authority or not url.startswith("unix://")):
         return RAW_USER_INFO
-    hosts = authority.rpartition("@")[2]
-    if url.startswith((*SENTINEL, *CLUSTER)) and ("?" in whole or "#" in whole):
+    if url.startswith((*SENTINEL_SCHEMES, *CLUSTER_SCHEMES)) and ("?" in whole or "#" in whole):
         return (
             "a Sentinel or cluster URL takes no ?options or #fragment "
             "(a raw '?' or '#' in the password: percent-encode it)"
         )
-    if url.startswith(SENTINEL):
-        names = [p for p in path.split("/") if p]
-        if not names:
-            return "a Sentinel URL names its service: redis+sentinel://HOST:PORT/SERVICE"
-        if len(names) > 1 and not names[1].isdigit():
-            return "a Sentinel URL's DB is a number: redis+sentinel://HOST:PORT/SERVICE/DB"
-    if url.startswith((*SENTINEL, *CLUSTER)):
-        return _hosts_problem(hosts)
+    if url.startswith((*SENTINEL_SCHEMES, *CLUSTER_SCHEMES)):
+        try:  # read as the store reads it
+            (SentinelUrl if url.startswith(SENTINEL_SCHEMES) else ClusterUrl).parse(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
     if url.startswith("unix://"):
         return None if path else "expected unix:///PATH/TO/redis.sock"
     try:
@@ -55,15 +52,3 @@ def store_url_problem(url: str) -> str | None:
         return "it names no host (expected redis://HOST:PORT/DB)"
     db = parts.path.strip("/")
     return None if not db or db.isdigit() else "its DB is a number: redis://HOST:PORT/DB"
-
-
-def _hosts_problem(hosts: str) -> str | None:
-    """Sentinel's and a cluster's HOST:PORT[,HOST:PORT] (as the cluster parses them)."""
-    found = [h for h in hosts.split(",") if h]
-    if not found:
-        return "it names no HOST:PORT"
-    for host in found:
-        name, _, port = host.rpartition(":")
-        if not name or not port.isdigit():
-            return "each host is HOST:PORT, the port a number"
-    return None

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -133,14 +133,10 @@ class StartupError(Exception):
     unreachable): said in one line, without a traceback."""
 
 
-async def unless(work: Awaitable[object], stop: asyncio.Event) -> bool:
+async def unless(work: Coroutine[Any, Any, object], stop: asyncio.Event) -> bool:
     """``work`` to its end, unless ``stop`` is set first (a signal): then it is
     cancelled (its own ``finally`` blocks run) and False is returned."""
-
-    async def working() -> object:
-        return await work
-
-    task = asyncio.create_task(working())
+    task = asyncio.create_task(work)
     signalled = asyncio.create_task(stop.wait())
     stopped = False
     try:
@@ -162,7 +158,7 @@ async def unless(work: Awaitable[object], stop: asyncio.Event) -> bool:
 
 
 async def start_unless(
-    start: Callable[[], Awaitable[object]],
+    start: Callable[[], Coroutine[Any, Any, object]],
     release: Callable[[], Awaitable[None]],
     stop: asyncio.Event,
     within: float,
