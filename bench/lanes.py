@@ -3,6 +3,7 @@
     python -m bench.lanes                  # 4 rotating rounds of 4 s a lane, 16 connections
     python -m bench.lanes --rounds 2 --seconds 2 --json
     python -m bench.lanes --full-path      # also both same-revision lanes with --no-pass-through
+    python -m bench.lanes --pinned         # wrk, Node upstreams; gateway and proxy side by side
 
 Two upstreams (the demo server, 2025-11-25, and bench.upstreams' 2026-07-28 echo
 server), a byte-forwarding aiohttp proxy on uvloop (bench/refproxy.py) and a
@@ -15,15 +16,28 @@ by a client of that upstream's revision (the proxy translates nothing): its call
 per second over the proxy's, the medians of the rounds.  Then at one connection,
 each path's p50 and what it adds to the direct call (client to upstream): the
 gateway's added p50 against the proxy's.
+
+With ``--pinned`` (the settled measure, ~3 min) the load is wrk (bench/wrkload.py)
+and the upstreams are Node (bench/fastup.js), all on one CPU, where they use a
+fraction of it; the middles are on the other CPU, and each gateway lane is loaded
+at the same time as its proxy, so the two middles share that CPU and are both
+busy (``busy`` near 0.50 each says so).  Whatever slows the CPU in a window
+(another tenant of the VM, a frequency step) slows both alike, and each window's
+pair is one ratio: on this two-core VM they agree within about 0.05, where the
+stdlib load's rounds, the load, the upstream and the middle contending for two
+cores, move by 0.2-0.35.  A lane's calls per second are then its middle's share
+of a CPU, and their ratio what the gateway serves per core against the proxy.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.clientside import LANES, Lane  # the same six lanes, the one list of them
@@ -43,9 +57,17 @@ FULL_PATH = (
 )
 
 
+# --pinned: the load and the upstreams on one CPU, every middle on another (the first
+# two this process may use; set in measure()).
+PINS = {"load": 0, "mid": 1}
+# The load process: bench.stdload, or with --pinned bench.wrkload (its argv's tail).
+LOADER: list[str] = ["bench.stdload"]
+
+
 def load(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
-    """One cell: a stdlib load process against ``url``."""
-    argv = [sys.executable, "-m", "bench.stdload", url, revision, str(connections), str(seconds)]
+    """One cell: a load process against ``url``."""
+    argv = [sys.executable, "-m", LOADER[0], url, revision, str(connections), str(seconds)]
+    argv += LOADER[1:]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"bench.stdload {url} {revision}: {done.stderr[-2000:]}")
@@ -53,19 +75,27 @@ def load(url: str, revision: str, connections: int, seconds: float) -> dict[str,
     return figures
 
 
-def urls(lab: Lab, full_path: bool = False) -> dict[str, str]:
+def urls(lab: Lab, full_path: bool = False, pinned: bool = False) -> dict[str, str]:
     """Where each path answers: the upstreams, and a proxy and a gateway before each
-    (``full_path``: and a gateway with its pass-through lane off)."""
-    up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
+    (``full_path``: and a gateway with its pass-through lane off; ``pinned``: Node
+    upstreams on the load's CPU, the middles on the other)."""
+    if pinned:
+        cpu = PINS["load"]
+        up = {"L": lab.fast_upstream("legacy", cpu), "M": lab.fast_upstream("modern", cpu)}
+    else:
+        up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
+    pin = ["taskset", "-c", str(PINS["mid"])] if pinned else []
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
         mids = {
-            f"ref-{k}": lab.refproxy(f"ref-{k}", u.url, extra=["--uvloop"]),
-            f"gw-{k}": lab.gateway(f"gw-{k}", u.url, uvloop=True),
+            f"ref-{k}": lab.refproxy(f"ref-{k}", u.url, wrapper=pin, extra=["--uvloop"]),
+            f"gw-{k}": lab.gateway(f"gw-{k}", u.url, uvloop=True, wrapper=pin),
         }
         if full_path:
             off = ["--no-pass-through"]
-            mids[f"gwfull-{k}"] = lab.gateway(f"gwfull-{k}", u.url, uvloop=True, extra=off)
+            mids[f"gwfull-{k}"] = lab.gateway(
+                f"gwfull-{k}", u.url, uvloop=True, wrapper=pin, extra=off
+            )
         for key, mid in mids.items():
             found[key] = mid.url
             _PIDS[key] = mid.proc.pid
@@ -82,19 +112,65 @@ def throughput(
     """Calls per second of each lane, each round; and (in ``CPU``) the middle's CPU
     per request over all the rounds."""
     rps: dict[str, list[float]] = {lane.key: [] for lane in lanes}
-    used: dict[str, list[float]] = {lane.key: [0.0, 0.0] for lane in lanes}
+    used: dict[str, list[float]] = {lane.key: [0.0, 0.0, 0.0] for lane in lanes}
     for r in range(rounds):
         for lane in lanes[r % len(lanes) :] + lanes[: r % len(lanes)]:
             before = cpu_seconds(_PIDS[lane.mid])
-            cell = load(where[lane.mid], lane.client, CONNECTIONS, seconds)
-            used[lane.key][0] += cpu_seconds(_PIDS[lane.mid]) - before
-            used[lane.key][1] += cell["sent"]
+            cell = _cell(where, lane, seconds)
+            _count(used[lane.key], cpu_seconds(_PIDS[lane.mid]) - before, cell)
             rps[lane.key].append(cell["calls"] / cell["seconds"])
-    CPU.update({key: cpu / sent * 1e6 for key, (cpu, sent) in used.items() if sent})
+    _figures(used)
     return rps
 
 
+def side_by_side(
+    where: dict[str, str], rounds: int, seconds: float, lanes: tuple[Lane, ...] = LANES
+) -> dict[str, list[float]]:
+    """--pinned: each gateway lane and its proxy loaded at once, both middles on the
+    one CPU: whatever slows that CPU in a window (another tenant of the VM, a
+    frequency step) slows both, and their figures are compared window by window.
+    A lane's own proxy figures go under ``KEY@ref`` (and also its proxy's row)."""
+    gateway_lanes = [lane for lane in lanes if lane.key != lane.reference]
+    rps: dict[str, list[float]] = {lane.key: [] for lane in lanes}
+    rps |= {f"{lane.key}@ref": [] for lane in gateway_lanes}
+    used: dict[str, list[float]] = {key: [0.0, 0.0, 0.0] for key in rps}
+    by_key = {lane.key: lane for lane in lanes}
+    for r in range(rounds):
+        for lane in (
+            gateway_lanes[r % len(gateway_lanes) :] + gateway_lanes[: r % len(gateway_lanes)]
+        ):
+            pair = ((lane.key, lane), (f"{lane.key}@ref", by_key[lane.reference]))
+            before = {key: cpu_seconds(_PIDS[each.mid]) for key, each in pair}
+            with ThreadPoolExecutor(2) as pool:
+                cells = list(pool.map(lambda kv: _cell(where, kv[1], seconds), pair))
+            for (key, each), cell in zip(pair, cells, strict=True):
+                cpu = cpu_seconds(_PIDS[each.mid]) - before[key]
+                # The proxy's figures count for this lane's pairs and for its own row.
+                for into in {key, each.key}:
+                    _count(used[into], cpu, cell)
+                    rps[into].append(cell["calls"] / cell["seconds"])
+    _figures(used)
+    return rps
+
+
+def _cell(where: dict[str, str], lane: Lane, seconds: float) -> dict[str, Any]:
+    return load(where[lane.mid], lane.client, CONNECTIONS, seconds)
+
+
+def _count(into: list[float], cpu: float, cell: dict[str, Any]) -> None:
+    into[0] += cpu
+    into[1] += cell["sent"]
+    into[2] += cell["seconds"]
+
+
+def _figures(used: dict[str, list[float]]) -> None:
+    CPU.update({key: cpu / sent * 1e6 for key, (cpu, sent, _) in used.items() if sent})
+    BUSY.update({key: cpu / wall for key, (cpu, _, wall) in used.items() if wall})
+
+
 CPU: dict[str, float] = {}  # us of the middle's CPU per request, by lane
+# The middle's CPU seconds over the cells' seconds: near 1.00, it is what limits.
+BUSY: dict[str, float] = {}
 
 
 def latency(
@@ -111,13 +187,15 @@ def report(
 ) -> dict[str, Any]:
     lanes = {}
     for lane in lanes_run:
+        # Side by side (--pinned), a lane's own proxy figures; else its proxy's row.
+        ref_key = f"{lane.key}@ref" if f"{lane.key}@ref" in rps else lane.reference
         median = statistics.median(rps[lane.key])
-        reference = statistics.median(rps[lane.reference])
+        reference = statistics.median(rps[ref_key])
         direct = p50[f"direct-{lane.mid[-1]}"]
         # Each round's cell over its reference's in the same round: a drift of the
         # machine over the run (another process, a thermal step) cancels in a pair.
-        paired = [a / b for a, b in zip(rps[lane.key], rps[lane.reference], strict=True)]
-        cpu, ref_cpu = CPU.get(lane.key, 0.0), CPU.get(lane.reference, 0.0)
+        paired = [a / b for a, b in zip(rps[lane.key], rps[ref_key], strict=True)]
+        cpu, ref_cpu = CPU.get(lane.key, 0.0), CPU.get(ref_key, 0.0)
         lanes[lane.key] = {
             "label": lane.label,
             "rps": round(median),
@@ -134,6 +212,7 @@ def report(
             "p50_ms": round(p50[lane.key], 3),
             "added_p50_ms": round(p50[lane.key] - direct, 3),
             "mid_cpu_us": round(CPU.get(lane.key, 0.0), 1),
+            "mid_busy": round(BUSY.get(lane.key, 0.0), 2),
             "target": TARGETS.get(lane.key),
         }
     return {"connections": CONNECTIONS, "lanes": lanes}
@@ -142,7 +221,7 @@ def report(
 def render(figures: dict[str, Any]) -> str:
     lines = [
         f"{'lane':<48} {'calls/s':>8} {'x proxy':>8} {'paired (low-high)':>19} {'target':>7}"
-        f" {'p50 ms':>7} {'+p50 ms':>8} {'mid us':>7} {'x cpu':>6}",
+        f" {'p50 ms':>7} {'+p50 ms':>8} {'mid us':>7} {'x cpu':>6} {'busy':>5}",
     ]
     for row in figures["lanes"].values():
         target = f"{row['target']:.2f}" if row["target"] else ""
@@ -151,23 +230,33 @@ def render(figures: dict[str, Any]) -> str:
         lines.append(
             f"{row['label']:<48} {row['rps']:>8} {row['ratio']:>8.3f} {paired:>19} {target:>7} "
             f"{row['p50_ms']:>7.3f} {row['added_p50_ms']:>+8.3f} {row['mid_cpu_us']:>7.1f}"
-            f" {row['cpu_ratio'] or 0:>6.3f}"
+            f" {row['cpu_ratio'] or 0:>6.3f} {row['mid_busy']:>5.2f}"
         )
     lines.append(
         f"({figures['connections']} connections a cell for calls/s, medians of the rounds;"
         " paired: each round's cell over the proxy's in that round, median and range;"
         " p50 at one connection, +p50 over the direct call; mid us: the proxy's or gateway's"
-        " CPU per request, user + system, every round's; x cpu: that over the proxy's)"
+        " CPU per request, user + system, every round's; x cpu: that over the proxy's;"
+        " busy: its CPU seconds over the cells' seconds)"
     )
     return "\n".join(lines)
 
 
-def measure(rounds: int, seconds: float, full_path: bool = False) -> dict[str, Any]:
+def measure(
+    rounds: int, seconds: float, full_path: bool = False, pinned: bool = False
+) -> dict[str, Any]:
     lab = Lab()
     lanes = LANES + FULL_PATH if full_path else LANES
+    if pinned:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise SystemExit("bench.lanes --pinned needs two CPUs (one for the middles)")
+        PINS.update(load=cpus[0], mid=cpus[1])
+    LOADER[:] = ["bench.wrkload", str(PINS["load"])] if pinned else ["bench.stdload"]
     try:
-        where = urls(lab, full_path)
-        rps = throughput(where, rounds, seconds, lanes)
+        where = urls(lab, full_path, pinned)
+        run = side_by_side if pinned else throughput
+        rps = run(where, rounds, seconds, lanes)
         return report(rps, latency(where, seconds / 2, lanes), lanes)
     finally:
         lab.close()
@@ -181,8 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--full-path", action="store_true", help="also the same-revision lanes, pass-through off"
     )
+    parser.add_argument(
+        "--pinned",
+        action="store_true",
+        help="wrk and Node upstreams on one CPU; each gateway and its proxy at once on the other",
+    )
     args = parser.parse_args(argv)
-    figures = measure(args.rounds, args.seconds, args.full_path)
+    figures = measure(args.rounds, args.seconds, args.full_path, args.pinned)
     print(json.dumps(figures, indent=2) if args.json else render(figures))
     return 0
 

@@ -123,3 +123,19 @@ def test_lanes_measures_each_lane_against_the_byte_proxy(
         else:
             low, high = lane["paired"][1:]
             assert 0 < low <= lane["paired"][0] <= high, lane
+
+
+def test_pinned_lanes_load_each_gateway_and_its_proxy_side_by_side(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """wrk and the Node upstreams on CPU 0, the middles on CPU 1: every gateway lane
+    is measured at once with its proxy, and both middles were busy."""
+    from bench import lanes
+
+    report = run_json(lanes.main, ["--pinned", "--rounds", "1", "--seconds", "1"], capsys)
+    assert list(report["lanes"]) == [lane.key for lane in lanes.LANES]
+    for key, lane in report["lanes"].items():
+        assert lane["rps"] > 0 and lane["p50_ms"] > 0 and lane["mid_busy"] > 0.1, lane
+        if not key.startswith("ref-"):
+            assert lane["paired"][0] == lane["ratio"] > 0, lane  # one round: one pair
+            assert lane["cpu_ratio"] is not None and lane["cpu_ratio"] > 0, lane
