@@ -75,15 +75,20 @@ def load(url: str, revision: str, connections: int, seconds: float) -> dict[str,
     return figures
 
 
-def urls(lab: Lab, full_path: bool = False, pinned: bool = False) -> dict[str, str]:
+def urls(
+    lab: Lab, full_path: bool = False, pinned: bool = False, node: bool = True
+) -> dict[str, str]:
     """Where each path answers: the upstreams, and a proxy and a gateway before each
-    (``full_path``: and a gateway with its pass-through lane off; ``pinned``: Node
-    upstreams on the load's CPU, the middles on the other)."""
-    if pinned:
-        cpu = PINS["load"]
+    (``full_path``: and a gateway with its pass-through lane off; ``pinned``: the
+    upstreams on the load's CPU, Node's unless not ``node``, the middles on the other)."""
+    cpu = PINS["load"]
+    if pinned and node:
         up = {"L": lab.fast_upstream("legacy", cpu), "M": lab.fast_upstream("modern", cpu)}
     else:
         up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
+        for each in up.values():
+            if pinned:
+                os.sched_setaffinity(each.proc.pid, {cpu})
     pin = ["taskset", "-c", str(PINS["mid"])] if pinned else []
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
@@ -174,12 +179,18 @@ BUSY: dict[str, float] = {}
 
 
 def latency(
-    where: dict[str, str], seconds: float, lanes: tuple[Lane, ...] = LANES
+    where: dict[str, str], seconds: float, lanes: tuple[Lane, ...] = LANES, rounds: int = 1
 ) -> dict[str, float]:
-    """p50 at one connection: every lane, and the direct call to each upstream."""
+    """p50 at one connection: every lane, and the direct call to each upstream; with
+    ``rounds``, the median of that many rotating cells each (--pinned: a tenth of a
+    millisecond is what the target allows, and one cell's p50 moves by about that)."""
     paths = [(lane.key, where[lane.mid], lane.client) for lane in lanes]
     paths += [("direct-L", where["up-L"], LEGACY), ("direct-M", where["up-M"], MODERN)]
-    return {key: load(url, rev, 1, seconds)["p50_ms"] for key, url, rev in paths}
+    p50s: dict[str, list[float]] = {key: [] for key, _, _ in paths}
+    for r in range(rounds):
+        for key, url, rev in paths[r % len(paths) :] + paths[: r % len(paths)]:
+            p50s[key].append(load(url, rev, 1, seconds)["p50_ms"])
+    return {key: statistics.median(values) for key, values in p50s.items()}
 
 
 def report(
@@ -243,7 +254,11 @@ def render(figures: dict[str, Any]) -> str:
 
 
 def measure(
-    rounds: int, seconds: float, full_path: bool = False, pinned: bool = False
+    rounds: int,
+    seconds: float,
+    full_path: bool = False,
+    pinned: bool = False,
+    node: bool = True,
 ) -> dict[str, Any]:
     lab = Lab()
     lanes = LANES + FULL_PATH if full_path else LANES
@@ -254,10 +269,11 @@ def measure(
         PINS.update(load=cpus[0], mid=cpus[1])
     LOADER[:] = ["bench.wrkload", str(PINS["load"])] if pinned else ["bench.stdload"]
     try:
-        where = urls(lab, full_path, pinned)
+        where = urls(lab, full_path, pinned, node)
         run = side_by_side if pinned else throughput
         rps = run(where, rounds, seconds, lanes)
-        return report(rps, latency(where, seconds / 2, lanes), lanes)
+        p50 = latency(where, seconds / 2, lanes, rounds if pinned else 1)
+        return report(rps, p50, lanes)
     finally:
         lab.close()
 
@@ -275,8 +291,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="wrk and Node upstreams on one CPU; each gateway and its proxy at once on the other",
     )
+    parser.add_argument(
+        "--python-upstreams",
+        action="store_true",
+        help="with --pinned: the demo server and bench.upstreams' echo server, not Node's",
+    )
     args = parser.parse_args(argv)
-    figures = measure(args.rounds, args.seconds, args.full_path, args.pinned)
+    node = not args.python_upstreams
+    figures = measure(args.rounds, args.seconds, args.full_path, args.pinned, node)
     print(json.dumps(figures, indent=2) if args.json else render(figures))
     return 0
 
