@@ -17,16 +17,17 @@ per second over the proxy's, the medians of the rounds.  Then at one connection,
 each path's p50 and what it adds to the direct call (client to upstream): the
 gateway's added p50 against the proxy's.
 
-With ``--pinned`` (the settled measure, ~3 min) the load is wrk (bench/wrkload.py)
+With ``--pinned`` (the settled measure, ~5 min at 8 rounds) the load is wrk (bench/wrkload.py)
 and the upstreams are Node (bench/fastup.js), all on one CPU, where they use a
 fraction of it; the middles are on the other CPU, and each gateway lane is loaded
 at the same time as its proxy, so the two middles share that CPU and are both
 busy (``busy`` near 0.50 each says so).  Whatever slows the CPU in a window
 (another tenant of the VM, a frequency step) slows both alike, and each window's
-pair is one ratio: on this two-core VM they agree within about 0.05, where the
-stdlib load's rounds, the load, the upstream and the middle contending for two
-cores, move by 0.2-0.35.  A lane's calls per second are then its middle's share
-of a CPU, and their ratio what the gateway serves per core against the proxy.
+pair is one ratio: on this two-core VM a lane's rounds stay mostly within 0.05 of
+their median (at most 0.09), where the stdlib load's rounds (the load, the upstream
+and the middle contending for two cores) move by 0.2-0.35.  A lane's calls per
+second are then its middle's share of a CPU, and their ratio what the gateway
+serves per core against the proxy.
 """
 
 from __future__ import annotations
@@ -60,17 +61,19 @@ FULL_PATH = (
 # --pinned: the load and the upstreams on one CPU, every middle on another (the first
 # two this process may use; set in measure()).
 PINS = {"load": 0, "mid": 1}
-# The load process: bench.stdload, or with --pinned bench.wrkload (its argv's tail).
-LOADER: list[str] = ["bench.stdload"]
+# The load process: bench.stdload, or with --pinned bench.wrkload, pinned to the load's
+# CPU, wrapper and all (its start-up must not land on the middles' CPU mid-window).
+LOADER: dict[str, list[str]] = {"module": ["bench.stdload"], "pin": [], "tail": []}
 
 
 def load(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
     """One cell: a load process against ``url``."""
-    argv = [sys.executable, "-m", LOADER[0], url, revision, str(connections), str(seconds)]
-    argv += LOADER[1:]
+    module = LOADER["module"][0]
+    argv = [*LOADER["pin"], sys.executable, "-m", module, url, revision, str(connections)]
+    argv += [str(seconds), *LOADER["tail"]]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"bench.stdload {url} {revision}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{module} {url} {revision}: {done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
@@ -87,8 +90,9 @@ def urls(
     else:
         up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
         for each in up.values():
-            if pinned:
-                os.sched_setaffinity(each.proc.pid, {cpu})
+            if pinned:  # every thread of it (-a), not only the main one
+                argv = ["taskset", "-a", "-p", "-c", str(cpu), str(each.proc.pid)]
+                subprocess.run(argv, check=True, capture_output=True)
     pin = ["taskset", "-c", str(PINS["mid"])] if pinned else []
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
@@ -267,7 +271,12 @@ def measure(
         if len(cpus) < 2:
             raise SystemExit("bench.lanes --pinned needs two CPUs (one for the middles)")
         PINS.update(load=cpus[0], mid=cpus[1])
-    LOADER[:] = ["bench.wrkload", str(PINS["load"])] if pinned else ["bench.stdload"]
+    cpu = str(PINS["load"])
+    LOADER.update(
+        module=["bench.wrkload" if pinned else "bench.stdload"],
+        pin=["taskset", "-c", cpu] if pinned else [],
+        tail=[cpu] if pinned else [],
+    )
     try:
         where = urls(lab, full_path, pinned, node)
         run = side_by_side if pinned else throughput

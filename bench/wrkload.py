@@ -47,7 +47,10 @@ function response(status, headers, answer)
     good = good + 1
   else
     bad = bad + 1
-    if bad == 1 then first_bad = status .. " " .. answer:sub(1, 300) end
+    -- control and non-ASCII bytes as dots: %%q would break the one JSON line on them
+    if bad == 1 then
+      first_bad = (status .. " " .. answer:sub(1, 300)):gsub("[%%c\\128-\\255]", ".")
+    end
   end
 end
 function done(summary, latency, requests)
