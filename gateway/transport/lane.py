@@ -342,7 +342,7 @@ class LaneConnection(asyncio.Protocol):
             self._dispatch(self.endpoint, None)
 
     async def _answer(self, endpoint: Endpoint, request: LanePost) -> None:
-        task = asyncio.current_task()
+        task = asyncio.current_task(self.loop)  # the loop given: no getpid (Python 3.11)
         assert task is not None
         requests = self.lane.hooks.requests
         requests.add(task)

@@ -70,7 +70,8 @@ class Deadlines:
     def start(self) -> Clock:
         """The running task's call begins: its clock, running."""
         loop = asyncio.get_running_loop()
-        clock = Clock(asyncio.current_task(), loop.time() + self.budget, self.waits)
+        # current_task(loop): without it, a second getpid system call on Python 3.11.
+        clock = Clock(asyncio.current_task(loop), loop.time() + self.budget, self.waits)
         self._clocks.add(clock)
         if self._timer is None:
             self._timer = loop.call_later(self._tick, self._check)

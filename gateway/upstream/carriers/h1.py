@@ -153,6 +153,10 @@ class _Connection(asyncio.Protocol):
     def __init__(self, pool: H1Pool, key: tuple[str, int]) -> None:
         self._pool = pool
         self.key = key
+        # Made by its loop's create_connection: kept, since on Python 3.11 every
+        # asyncio.get_running_loop() is a getpid system call, and a call asked for
+        # it three times here.
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._head: asyncio.Future[H1Response] | None = None
@@ -173,7 +177,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, data: bytes, read_timeout: float | None) -> asyncio.Future[H1Response]:
         assert self.transport is not None
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         self._head = loop.create_future()
         self._headers = CIMultiDict()
         self._read_timeout = read_timeout
@@ -196,7 +200,7 @@ class _Connection(asyncio.Protocol):
             return
         if self._head is None and self._response is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         due = self._last_read + self._read_timeout
         if loop.time() < due:
             self._timer = loop.call_at(due, self._check_silence)
@@ -214,9 +218,9 @@ class _Connection(asyncio.Protocol):
         if self._paused and self.transport is not None and not self.closed:
             self._paused = False
             self.transport.resume_reading()
-            self._last_read = asyncio.get_running_loop().time()
+            self._last_read = self.loop.time()
             if self._timer is None and self._read_timeout is not None:
-                self._timer = asyncio.get_running_loop().call_at(
+                self._timer = self.loop.call_at(
                     self._last_read + self._read_timeout, self._check_silence
                 )
 
@@ -243,7 +247,7 @@ class _Connection(asyncio.Protocol):
             self.abort()
             return
         if self._read_timeout is not None:
-            self._last_read = asyncio.get_running_loop().time()
+            self._last_read = self.loop.time()
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -374,7 +378,9 @@ class H1Pool:
 
     def _take(self, key: tuple[str, int]) -> _Connection | None:
         idle = self._idle.get(key)
-        now = asyncio.get_running_loop().time()
+        if not idle:
+            return None
+        now = idle[-1].loop.time()  # the clock put() read, without asking for the loop
         while idle:
             conn = idle.pop()
             if conn.closed or conn.transport is None or conn.transport.is_closing():
@@ -403,10 +409,10 @@ class H1Pool:
         if self._closed:
             conn.abort()
             return
-        conn.idle_since = asyncio.get_running_loop().time()
+        conn.idle_since = conn.loop.time()
         self._idle.setdefault(conn.key, []).append(conn)
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._sweep)
+            self._sweeper = conn.loop.call_later(KEEPALIVE_S, self._sweep)
 
     def forget(self, conn: _Connection) -> None:
         self._all.discard(conn)
