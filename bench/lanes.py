@@ -17,7 +17,7 @@ per second over the proxy's, the medians of the rounds.  Then at one connection,
 each path's p50 and what it adds to the direct call (client to upstream): the
 gateway's added p50 against the proxy's.
 
-With ``--pinned`` (the settled measure, ~5 min at 8 rounds) the load is wrk (bench/wrkload.py)
+With ``--pinned`` (the steadier measure, ~5 min at 8 rounds) the load is wrk (bench/wrkload.py)
 and the upstreams are Node (bench/fastup.js), all on one CPU, where they use a
 fraction of it; the middles are on the other CPU, and each gateway lane is loaded
 at the same time as its proxy, so the two middles share that CPU and are both
