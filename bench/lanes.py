@@ -38,14 +38,16 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.clientside import LANES, Lane  # the same six lanes, the one list of them
 from bench.procs import Lab, cpu_seconds
 from bench.wire import LEGACY, MODERN
 
 CONNECTIONS = 16
+T = TypeVar("T")
 
 
 # What the issue's targets ask of each gateway lane (its ratio to the proxy's).
@@ -61,19 +63,17 @@ FULL_PATH = (
 # --pinned: the load and the upstreams on one CPU, every middle on another (the first
 # two this process may use; set in measure()).
 PINS = {"load": 0, "mid": 1}
-# The load process: bench.stdload, or with --pinned bench.wrkload, pinned to the load's
-# CPU, wrapper and all (its start-up must not land on the middles' CPU mid-window).
-LOADER: dict[str, list[str]] = {"module": ["bench.stdload"], "pin": [], "tail": []}
+# The load process: bench.stdload, or with --pinned bench.wrkload under taskset on the
+# load's CPU, wrapper and wrk alike (its start-up must not land on the middles' CPU).
+LOADER: list[str] = [sys.executable, "-m", "bench.stdload"]
 
 
 def load(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
     """One cell: a load process against ``url``."""
-    module = LOADER["module"][0]
-    argv = [*LOADER["pin"], sys.executable, "-m", module, url, revision, str(connections)]
-    argv += [str(seconds), *LOADER["tail"]]
+    argv = [*LOADER, url, revision, str(connections), str(seconds)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{module} {url} {revision}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{LOADER[-1]} {url} {revision}: {done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
@@ -84,15 +84,14 @@ def urls(
     """Where each path answers: the upstreams, and a proxy and a gateway before each
     (``full_path``: and a gateway with its pass-through lane off; ``pinned``: the
     upstreams on the load's CPU, Node's unless not ``node``, the middles on the other)."""
-    cpu = PINS["load"]
     if pinned and node:
-        up = {"L": lab.fast_upstream("legacy", cpu), "M": lab.fast_upstream("modern", cpu)}
+        up = {"L": lab.fast_upstream("legacy"), "M": lab.fast_upstream("modern")}
     else:
         up = {"L": lab.upstream("legacy"), "M": lab.upstream("modern")}
-        for each in up.values():
-            if pinned:  # every thread of it (-a), not only the main one
-                argv = ["taskset", "-a", "-p", "-c", str(cpu), str(each.proc.pid)]
-                subprocess.run(argv, check=True, capture_output=True)
+    for each in up.values():
+        if pinned:  # every thread of it (-a), not only the main one
+            argv = ["taskset", "-a", "-p", "-c", str(PINS["load"]), str(each.proc.pid)]
+            subprocess.run(argv, check=True, capture_output=True)
     pin = ["taskset", "-c", str(PINS["mid"])] if pinned else []
     found = {f"up-{k}": u.url for k, u in up.items()}
     for k, u in up.items():
@@ -123,7 +122,7 @@ def throughput(
     rps: dict[str, list[float]] = {lane.key: [] for lane in lanes}
     used: dict[str, list[float]] = {lane.key: [0.0, 0.0, 0.0] for lane in lanes}
     for r in range(rounds):
-        for lane in lanes[r % len(lanes) :] + lanes[: r % len(lanes)]:
+        for lane in _rotated(lanes, r):
             before = cpu_seconds(_PIDS[lane.mid])
             cell = _cell(where, lane, seconds)
             _count(used[lane.key], cpu_seconds(_PIDS[lane.mid]) - before, cell)
@@ -145,9 +144,7 @@ def side_by_side(
     used: dict[str, list[float]] = {key: [0.0, 0.0, 0.0] for key in rps}
     by_key = {lane.key: lane for lane in lanes}
     for r in range(rounds):
-        for lane in (
-            gateway_lanes[r % len(gateway_lanes) :] + gateway_lanes[: r % len(gateway_lanes)]
-        ):
+        for lane in _rotated(gateway_lanes, r):
             pair = ((lane.key, lane), (f"{lane.key}@ref", by_key[lane.reference]))
             before = {key: cpu_seconds(_PIDS[each.mid]) for key, each in pair}
             with ThreadPoolExecutor(2) as pool:
@@ -160,6 +157,12 @@ def side_by_side(
                     rps[into].append(cell["calls"] / cell["seconds"])
     _figures(used)
     return rps
+
+
+def _rotated(items: Sequence[T], r: int) -> list[T]:
+    """Round ``r``'s order: each round starts one further on (no lane always first)."""
+    k = r % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def _cell(where: dict[str, str], lane: Lane, seconds: float) -> dict[str, Any]:
@@ -192,7 +195,7 @@ def latency(
     paths += [("direct-L", where["up-L"], LEGACY), ("direct-M", where["up-M"], MODERN)]
     p50s: dict[str, list[float]] = {key: [] for key, _, _ in paths}
     for r in range(rounds):
-        for key, url, rev in paths[r % len(paths) :] + paths[: r % len(paths)]:
+        for key, url, rev in _rotated(paths, r):
             p50s[key].append(load(url, rev, 1, seconds)["p50_ms"])
     return {key: statistics.median(values) for key, values in p50s.items()}
 
@@ -271,12 +274,8 @@ def measure(
         if len(cpus) < 2:
             raise SystemExit("bench.lanes --pinned needs two CPUs (one for the middles)")
         PINS.update(load=cpus[0], mid=cpus[1])
-    cpu = str(PINS["load"])
-    LOADER.update(
-        module=["bench.wrkload" if pinned else "bench.stdload"],
-        pin=["taskset", "-c", cpu] if pinned else [],
-        tail=[cpu] if pinned else [],
-    )
+    pin = ["taskset", "-c", str(PINS["load"])] if pinned else []
+    LOADER[:] = [*pin, sys.executable, "-m", "bench.wrkload" if pinned else "bench.stdload"]
     try:
         where = urls(lab, full_path, pinned, node)
         run = side_by_side if pinned else throughput

@@ -142,15 +142,14 @@ class Lab:
         _wait_port(stats_port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", stats_port)
 
-    def fast_upstream(self, kind: str, cpu: int | None = None, timeout: float = 30.0) -> Upstream:
+    def fast_upstream(self, kind: str, timeout: float = 30.0) -> Upstream:
         """``legacy`` or ``modern`` served by bench/fastup.js (Node, no SDK): a cheap
         upstream, so that a load beside it leaves the middle as what limits."""
         node = shutil.which("node")
         if node is None:
             raise RuntimeError("the pinned lanes need Node.js (node) for bench/fastup.js")
         port = free_port()
-        pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-        proc = self._spawn(f"fastup-{kind}", [*pin, node, "bench/fastup.js", kind, str(port)])
+        proc = self._spawn(f"fastup-{kind}", [node, "bench/fastup.js", kind, str(port)])
         _wait_port(port, timeout, proc)
         return Upstream(proc, f"http://{HOST}:{port}/mcp", 0)
 

@@ -1,6 +1,6 @@
 """A load of wrk (C, one thread) calling ``tools/call echo``, for ``bench.lanes --pinned``.
 
-    python -m bench.wrkload URL REVISION CONNECTIONS SECONDS [CPU]
+    python -m bench.wrkload URL REVISION CONNECTIONS SECONDS   # pin it with taskset
 
 The stdlib load (bench/stdload.py) costs about what the middle it measures costs,
 so on two cores the load, the upstream and the middle contend and a lane's ratio
@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.wire import CLIENT_INFO, LEGACY, MODERN, initialize, modern_headers
+from bench.wire import LEGACY, MODERN, initialize, modern_call, modern_headers
 
 TEXT = "wrk-echo"
 ACCEPT = "application/json, text/event-stream"
@@ -90,15 +90,13 @@ def _headers(url: str, revision: str) -> dict[str, str]:
 
 
 def _body(revision: str) -> str:
-    params: dict[str, Any] = {"name": "echo", "arguments": {"text": TEXT}}
+    """The call, as bench.stdload sends it, with a ``%d`` for wrk's id."""
     if revision == MODERN:
-        params["_meta"] = {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-        }
-    message = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params})
-    return message.replace('"id": 0', '"id": %d', 1)
+        message = modern_call(0, "echo", {"text": TEXT}, {})
+    else:
+        params = {"name": "echo", "arguments": {"text": TEXT}}
+        message = {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params}
+    return json.dumps(message).replace('"id": 0', '"id": %d', 1)
 
 
 def script(url: str, revision: str) -> str:
@@ -108,18 +106,14 @@ def script(url: str, revision: str) -> str:
     return LUA % {"headers": headers, "body": _body(revision), "text": TEXT}
 
 
-def measure(
-    url: str, revision: str, connections: int, seconds: float, cpu: int | None = None
-) -> dict[str, Any]:
+def measure(url: str, revision: str, connections: int, seconds: float) -> dict[str, Any]:
     wrk = shutil.which("wrk")
     if wrk is None:
         raise RuntimeError("bench.wrkload needs wrk (Debian: apt-get install wrk)")
     with tempfile.TemporaryDirectory(prefix="wrkload-") as work:
         lua = Path(work) / "echo.lua"
         lua.write_text(script(url, revision))
-        pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
         argv = [
-            *pin,
             wrk,
             "-t1",
             f"-c{connections}",
@@ -144,8 +138,7 @@ def measure(
 
 def main(argv: list[str]) -> int:
     url, revision, connections, seconds = argv[0], argv[1], int(argv[2]), float(argv[3])
-    cpu = int(argv[4]) if len(argv) > 4 else None
-    print(json.dumps(measure(url, revision, connections, seconds, cpu)), flush=True)
+    print(json.dumps(measure(url, revision, connections, seconds)), flush=True)
     return 0
 
 
