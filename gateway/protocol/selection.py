@@ -86,6 +86,11 @@ class AdapterSet:
         adapter = self.by_version.get(version) if version is not None else None
         return adapter is not None and not adapter.has_handshake
 
+    def names_handshake(self, version: str | None) -> bool:
+        """``version`` names a handshake-era revision of this set."""
+        adapter = self.by_version.get(version) if version is not None else None
+        return adapter is not None and adapter.has_handshake
+
     @property
     def default_legacy(self) -> Adapter:
         """For a request that names no revision: the newest that needs no version header."""

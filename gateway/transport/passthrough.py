@@ -11,10 +11,10 @@ A call qualifies when the route allows it (``--pass-through``, the default) and
 nothing would rewrite the call or its answer: no policy, no console recording
 bodies, no tracing, one upstream target; a request of an operation its revision
 passes (``Adapter.verbatim_operations``), carrying no state, answers or task; and
-the upstream known to speak the client's revision (or to be stateless, for a
-handshake-era client: :func:`pair`), with somewhere to send it at once (the link
-decides: a stateless upstream's Streamable HTTP, a handshake-era client session's
-own upstream session once open).  Whatever the upstream answers
+the upstream known to speak the client's revision or one of the other era
+(:func:`pair`), with somewhere to send it at once (the link decides: a stateless
+upstream's Streamable HTTP, a handshake-era client session's own upstream session
+once open, a stateless client's pool once open and ready).  Whatever the upstream answers
 that is not a plain result goes on through the full path from where the lane
 stopped, so the client hears what the full path would have said
 (docs/using/operations.md, "The pass-through lane").
@@ -33,15 +33,21 @@ from gateway.transport.route import Route
 
 def pair(adapters: AdapterSet, client: Adapter, upstream: str | None) -> bool:
     """Whether the lane carries a call of ``client``'s revision to an upstream of
-    ``upstream``'s: the same revision, or a handshake-era client's to a stateless
-    upstream (whose plain result needs no session, pool or parked call of the
-    gateway's to read: the adapters translate it as on the full path).  A stateless
-    client's call to a handshake-era upstream is the full path's (its sessions are
-    pooled, its questions parked).  Of the handshake era only revisions with verbatim
-    operations ever get here: :func:`qualifies` asks first."""
+    ``upstream``'s: the same revision, or one of the other era.  A plain result is then
+    read by the upstream's adapter and encoded by the client's, as on the full path.
+    A handshake-era client's call to a stateless upstream needs no session of the
+    gateway's; a stateless client's call to a handshake-era upstream goes on its pool
+    when the pool is open and needs nothing first (the link decides), and whatever
+    else the upstream answers first -- a question above all -- is held for the full
+    path, where the call is parked: a parked call's task is begun only for a call
+    that asks.  Two handshake-era revisions are the full path's.  Of the handshake era
+    only revisions with verbatim operations ever get here: :func:`qualifies` asks
+    first."""
     if upstream == client.version:
         return True
-    return client.has_handshake and adapters.names_stateless(upstream)
+    if client.has_handshake:
+        return adapters.names_stateless(upstream)
+    return adapters.names_handshake(upstream)
 
 
 def qualifies(route: Route, adapter: Adapter, call: Call) -> bool:

@@ -31,7 +31,6 @@ from gateway.core import (
     MAY_ASK,
     Call,
     ClientContext,
-    Downstream,
     Event,
     Exchange,
     Failure,
@@ -369,24 +368,24 @@ class UpstreamLink:
         exchange: Exchange,
     ) -> dict[str, Any] | Value | passthrough.Held | None:
         """A call of a client of ``version`` sent by the pass-through lane
-        (upstream/passthrough.py); None: it takes the full path (nothing was sent):
-        the upstream's era unknown, or a handshake-era one of another revision; a tool
-        whose list this caller has not read yet; a stateless upstream not on Streamable
-        HTTP; a handshake-era one whose client session (``downstream``) has no open
-        upstream session of its own yet (its opening, roots and pools are the full
-        path's).  The call is in flight on its session meanwhile, under ``exchange``
-        (the full path's own).  A stateless upstream's result for a client of another
-        revision comes back read (a Value), for the client's adapter to encode."""
+        (upstream/passthrough.py); None: nothing was sent, the full path's: the
+        upstream's era unknown; two handshake-era revisions; headers to mint or check
+        for a tool this caller has not listed; a stateless upstream not on Streamable
+        HTTP; no open upstream session of the client session's own (``downstream``),
+        or a stateless client's pool not open and ready (:meth:`_pooled`).  In flight
+        on its session meanwhile, under ``exchange`` (the full path's own).  A result
+        for a client of another revision comes back read (a Value), to encode."""
         verdict = self.verdict
         if verdict is None or call.operation not in verdict.adapter.verbatim_operations:
             return None
         translate = verdict.adapter.version != version
-        if translate and verdict.adapter.has_handshake:
-            return None
-        channel = self._channel(verdict.adapter, exchange.downstream)
+        if translate and verdict.adapter.has_handshake and exchange.downstream is not None:
+            return None  # a handshake-era client of another revision: the full path's
+        channel = self._channel(verdict.adapter, call, exchange)
         name = call.params.get("name")
         facts = self._tools.known(exchange.principal, name) if isinstance(name, str) else None
-        headers = not verdict.adapter.has_handshake
+        # Headers to mint, or a client's to check against a tool not listed yet.
+        headers = not verdict.adapter.has_handshake or call.param_headers is not None
         if channel is None or not passthrough.tool_plain(call.operation, facts, headers):
             return None
         upstream_id = next(self._calls.ids)
@@ -402,18 +401,35 @@ class UpstreamLink:
             )
         return await sending.send(call, exchange, channel.session_id, channel.inflight)
 
-    def _channel(self, adapter: Adapter, downstream: Downstream | None) -> Channel | None:
-        """Where the lane sends: a stateless upstream's Streamable HTTP carrier, or the
-        client session's own upstream session, open and holding no roots of a pool."""
+    def _channel(self, adapter: Adapter, call: Call, exchange: Exchange) -> Channel | None:
+        """Where the lane sends: a stateless upstream's Streamable HTTP carrier, the
+        client session's own upstream session, or a stateless client's pool; a session
+        open and holding no roots of a pool."""
         if not adapter.has_handshake:
             return Channel(adapter, self._primary) if self._primary is self._streamable else None
-        if downstream is None or downstream.ended or self._shared:
+        downstream = exchange.downstream
+        if self._shared or (downstream is not None and downstream.ended):
             return None
-        session = self._sessions.find("s:" + downstream.key)
+        if downstream is None:
+            session = self._pooled(adapter, call, exchange)
+        else:
+            session = self._sessions.find("s:" + downstream.key)
         if session is None or session.closed or session.roots is not None:
             return None
         session.last_used = time.monotonic()
         return session
+
+    def _pooled(self, adapter: Adapter, call: Call, exchange: Exchange) -> UpstreamSession | None:
+        """A stateless client's pool, if the full path would send its call on it at once:
+        open already, on Streamable HTTP (where a call's questions come on the call's own
+        stream, which the lane hands to the full path), no roots of the client's to ask
+        for, no question held for its next call, its log level as the call wants it."""
+        if self._rooting(exchange):
+            return None
+        session = self._sessions.find(self._session_key(exchange, adapter))
+        if session is None or session.carrier.is_session:
+            return None
+        return session if self._sessions.ready(session, call) else None
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list

@@ -556,17 +556,18 @@ class SessionPool:
         with contextlib.suppress(CarrierError):
             await session.carrier.send(message, headers)
 
+    def ready(self, session: UpstreamSession, call: Call) -> bool:
+        """Whether a pool sends ``call`` at once: no question held for it to ask first,
+        no log level to raise first."""
+        return not session.held and _level_to_set(session, call) is None
+
     async def _ensure_level(self, session: UpstreamSession, call: Call, exchange: Exchange) -> None:
         """Logging is session-wide on a handshake-era upstream and per request for
         stateless clients: keep a pool at the most verbose level any call asked for
         (logs are filtered per request on the way back)."""
-        wanted = call.client.log_level
-        if wanted not in LOG_LEVELS or "logging" not in session.profile.capabilities:
-            return
-        current = session.log_level
-        if current is not None and LOG_LEVELS.index(current) <= LOG_LEVELS.index(wanted):
-            return
-        await self._set_level(session, wanted, exchange)
+        wanted = _level_to_set(session, call)
+        if wanted is not None:
+            await self._set_level(session, wanted, exchange)
 
     async def _set_level(self, session: UpstreamSession, level: str, exchange: Exchange) -> None:
         current, session.log_level = session.log_level, level
@@ -588,6 +589,17 @@ class SessionPool:
         if isinstance(outcome, Failure):
             session.log_level = current
             log.info("the upstream refused logging/setLevel", reason=outcome.message)
+
+
+def _level_to_set(session: UpstreamSession, call: Call) -> str | None:
+    """The level a pool must be set to before ``call`` (more verbose than it is)."""
+    wanted = call.client.log_level
+    if wanted not in LOG_LEVELS or "logging" not in session.profile.capabilities:
+        return None
+    current = session.log_level
+    if current is not None and LOG_LEVELS.index(current) <= LOG_LEVELS.index(wanted):
+        return None
+    return wanted
 
 
 def stdio_child(settings: UpstreamSettings, crashes: Crashes | None) -> StdioCarrier:

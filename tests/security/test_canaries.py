@@ -334,8 +334,9 @@ async def test_no_canary_leaves_through_the_pass_through_lane(tmp_path: Path) ->
                         seen.append((page, f"{dict(resp.headers)} {await resp.text()}"))
         log = running.log()
     metrics = dict(seen)["/metrics"]
-    # Each add (2 revisions x 2) and each echo (3 clients x 2): greet_me asks, so is read on.
-    assert (_passed(metrics, "/mcp"), _passed(metrics, "/m")) == (4, 6), metrics
+    # Each add (3 revisions x 2) and each echo (3 clients x 2); greet_me asks a client
+    # that declared elicitation (so is read on), and greets the 2026-07-28 one plainly.
+    assert (_passed(metrics, "/mcp"), _passed(metrics, "/m")) == (8, 6), metrics
     found = [leak for where, text in told for leak in leaks(f"the answer to {where}", text)]
     found += [leak for where, text in seen for leak in leaks(where, text)]
     found += leaks("the log", log)

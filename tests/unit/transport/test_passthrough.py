@@ -21,10 +21,17 @@ def test_a_handshake_era_client_is_carried_to_a_stateless_upstream(client: str) 
     assert pair(ADAPTERS, ADAPTERS.by_version[client], "2026-07-28")
 
 
+@pytest.mark.parametrize("upstream", HANDSHAKE)
+def test_a_stateless_client_is_carried_to_a_handshake_era_upstream(upstream: str) -> None:
+    """To its pool (the link decides when): a question is held for the full path."""
+    assert pair(ADAPTERS, ADAPTERS.by_version["2026-07-28"], upstream)
+
+
 @pytest.mark.parametrize(
     ("client", "upstream"),
     [
-        ("2026-07-28", "2025-11-25"),  # pooled sessions, parked questions: the full path's
+        ("2026-07-28", None),  # the upstream's revision not known yet
+        ("2026-07-28", "2099-01-01"),  # a revision this gateway does not speak
         ("2025-06-18", "2025-11-25"),  # another handshake-era revision
         ("2025-11-25", None),  # the upstream's revision not known yet
         ("2025-11-25", "2099-01-01"),  # a revision this gateway does not speak
