@@ -161,7 +161,7 @@ SETTINGS: tuple[Setting, ...] = (
         "pass_through",
         "true|false",
         "a call needing no translation (the same revision both sides) or only its "
-        "answer's (a handshake-era client, a stateless upstream), on a route with "
+        "answer's (a client of the other era than its upstream's), on a route with "
         "nothing to rewrite, is sent at once and a plain result answered without the "
         "full path",
         "--pass-through",

@@ -1,4 +1,4 @@
-"""Run the official MCP conformance suite's server scenarios in six lanes.
+"""Run the official MCP conformance suite's server scenarios in eight lanes.
 
     python -m tests.conformance.run [--json FILE] [--kind legacy|modern ...]
     python -m tests.conformance.run --update-baseline   # re-record baseline.json
@@ -16,8 +16,9 @@ Per kind, three lanes, each with its own upstream and (via the gateway) its own
 ``<kind>-direct`` (the control), ``<kind>-via-gateway`` (the suite speaks the server's
 era) and ``<kind>-via-gateway@<other>`` (the suite speaks the other era: a 2026-07-28
 client in front of the handshake-era server, a 2025-11-25 one in front of the
-2026-07-28 server); and ``modern-via-gateway-full-path``, the one lane where the
-pass-through lane answers, again with ``--no-pass-through``.  The per-lane verdicts
+2026-07-28 server); and ``modern-via-gateway-full-path`` and
+``legacy-via-gateway@2026-07-28-full-path``, two lanes where the pass-through lane
+answers, again with ``--no-pass-through``.  The per-lane verdicts
 are gated against baseline.json by test_conformance.py (tests/conformance/baseline.py).
 The suite
 (``@modelcontextprotocol/conformance``, pinned in tests/conformance/package-lock.json)
@@ -73,8 +74,9 @@ FIXTURE_PEERS: dict[str, Peer] = {
 }
 # kind -> the revision the suite speaks to that kind's upstream (its own era)
 KINDS: dict[str, str] = {"legacy": "2025-11-25", "modern": "2026-07-28"}
-# The one lane where the pass-through lane answers (the same revision both sides, a
-# stateless one), run again with it off: the gate holds for both paths.
+# Lanes where the pass-through lane answers, run again with it off (the gate holds for
+# both paths): the same stateless revision both sides, and a stateless client before
+# the handshake-era server (on its pool, a question read on by the full path).
 FULL_PATH = "-full-path"
 LANES = (
     *(
@@ -87,6 +89,7 @@ LANES = (
         )
     ),
     f"modern-via-gateway{FULL_PATH}",
+    f"legacy-via-gateway@{KINDS['modern']}{FULL_PATH}",
 )
 
 SCENARIO_TIMEOUT_MS = 20_000
@@ -210,7 +213,7 @@ def run_lane(name: str, work: Path) -> Lane:
     upstream = FIXTURE_PEERS[kind]
     if upstream.missing:
         raise RuntimeError(upstream.missing)
-    spec = rest.partition("@")[2] or KINDS[kind]
+    spec = rest.removesuffix(FULL_PATH).partition("@")[2] or KINDS[kind]
     lane = Lane(name, upstream.name, spec)
     out = work / name.replace("@", "-at-")
     with running_server(upstream, "streamable-http") as url:

@@ -1,8 +1,9 @@
-"""The conformance gate: the official MCP conformance suite, six lanes, against baseline.json.
+"""The conformance gate: the official MCP conformance suite, eight lanes, against baseline.json.
 
 Each lane runs the whole suite once, in the suite's order (tests/conformance/run.py):
 both kinds of fixture upstream directly (the control), through one `gateway serve` in
-their own era, and through one in the other era.  baseline.json (committed) records
+their own era, and through one in the other era; two lanes where the pass-through
+lane answers again with it off.  baseline.json (committed) records
 every lane's verdict per scenario; the gate is the one source of truth:
 
 * a scenario recorded as `pass` that fails now, or recorded as `fail: <check ids>`
