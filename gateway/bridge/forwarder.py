@@ -21,7 +21,7 @@ from typing import Protocol
 
 import orjson
 
-from gateway.bridge.parked_calls import ParkedCalls, missing
+from gateway.bridge.parked_calls import Lane, ParkedCalls, missing
 from gateway.bridge.rounds import ParkingTable
 from gateway.bridge.sharedcache import (
     MAX_SHARED_BYTES,
@@ -183,6 +183,17 @@ class Forwarder:
         if op in SHARED_LISTS and self.shared is not None:
             return await self._shared_list(call, exchange, self.shared)
         return await self._forward(call, exchange)
+
+    async def park(self, call: Call, exchange: Exchange, lane: Lane) -> Outcome:
+        """A call :meth:`handle` would park, as the pass-through lane found it (a
+        stateless client's that may ask, to a handshake-era upstream, with no state,
+        answers or task): its headers checked as there, then parked, its upstream call
+        begun by ``lane`` (bridge/parked_calls.py)."""
+        if call.param_headers is not None:
+            refused = await self._check_param_headers(call, exchange)
+            if refused is not None:
+                return refused
+        return await self.parked.handle(call, exchange, lane)
 
     async def _subscribing(self, call: Call, exchange: Exchange) -> Outcome | None:
         """Subscriptions and listens, bridged across eras where the upstream's differ

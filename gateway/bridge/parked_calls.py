@@ -12,6 +12,7 @@ waits for the next of the two.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -29,12 +30,17 @@ from gateway.core import (
     FailureKind,
     InputRequired,
     Outcome,
+    Value,
     discard_event,
 )
 from gateway.protocol import adapter_of
+from gateway.upstream.passthrough import HELD, Held
 
 # How many waits of ``ask_settle`` one round's gathering may take.
 MAX_ASKS_PER_ROUND = 32
+# The pass-through lane's send of a call, on the exchange its questions go to: a
+# plain result (a Value), the reply held for the full path, or None (not sent).
+Lane = Callable[[Exchange], Awaitable[object]]
 
 
 class Handles(Protocol):
@@ -58,9 +64,12 @@ class ParkedCalls:
         self.sealer = sealer
         self.ask_settle = ask_settle
 
-    async def handle(self, call: Call, exchange: Exchange) -> Outcome:
+    async def handle(self, call: Call, exchange: Exchange, lane: Lane | None = None) -> Outcome:
         """Run a call whose upstream may ask mid-call, for a client that must be
-        answered: its result, or the first round of questions."""
+        answered: its result, or the first round of questions.  ``lane``: the call is
+        first sent by the pass-through lane, from the parked call's task (a question
+        the upstream asks off the call's stream meanwhile is this call's, as on the
+        full path), which reads on from its held reply."""
         parked = ParkedCall()
         push = exchange.ask
         parked.principal = exchange.principal  # whose quota of parked calls it counts in
@@ -81,16 +90,28 @@ class ParkedCalls:
 
         parked.emit = exchange.emit
         inner = exchange.routed(ask, emit)
-        parked.task = asyncio.get_running_loop().create_task(self._upstream(call, inner, parked))
+        upstream = self._upstream(call, inner, parked, lane)
+        parked.task = asyncio.get_running_loop().create_task(upstream)
         return await self._next_round(call, exchange, parked)
 
-    async def _upstream(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
+    async def _upstream(
+        self, call: Call, exchange: Exchange, parked: ParkedCall, lane: Lane | None
+    ) -> Outcome:
         """The parked call's upstream side.  Its end wakes _next_round as an ask does, from
         its own last step: by the time _next_round runs the task is done, and no done
         callback costs a turn of the loop in between."""
+        held: Held | None = None
         try:
+            if lane is not None:
+                sent = await lane(exchange)
+                if isinstance(sent, Value):
+                    return sent  # the plain result
+                if isinstance(sent, Held):
+                    held = exchange.extra[HELD] = sent  # the full path reads on from it
             return await self.upstream.handle(call, exchange)
         finally:
+            if held is not None and not held.taken:
+                await held.abandon()  # ended (released, say) before the full path took it
             parked.questions.changed.set()
 
     async def _next_round(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:

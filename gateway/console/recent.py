@@ -19,7 +19,7 @@ from gateway.core.call import Call
 from gateway.core.log_context import REQUEST_CONTEXT
 from gateway.core.outcome import InputRequired, Outcome
 from gateway.core.redaction import redact
-from gateway.transport.inbound import OUTCOME_NAMES
+from gateway.transport.call_record import OUTCOME_NAMES
 
 __all__ = ["CallRecord", "RecentCalls", "redact"]
 

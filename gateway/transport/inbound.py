@@ -25,6 +25,7 @@ import structlog
 
 from gateway.bridge.backend import HELD, Held
 from gateway.core import (
+    MAY_ASK,
     Call,
     ClientContext,
     ClientReply,
@@ -34,7 +35,6 @@ from gateway.core import (
     Exchange,
     Failure,
     FailureKind,
-    InputRequired,
     Operation,
     Outcome,
     Preamble,
@@ -45,6 +45,7 @@ from gateway.core import (
 )
 from gateway.protocol import Adapter, adapter_of
 from gateway.transport import passthrough
+from gateway.transport.call_record import call_record
 from gateway.transport.common import (
     listen_id,
     log_wanted,
@@ -59,17 +60,7 @@ from gateway.transport.sessions import Session, SessionStore
 
 log = structlog.get_logger(__name__)
 
-# A finished call's outcome as the log, the metrics and the spans spell it.
-OUTCOME_NAMES: dict[type, str] = {Value: "ok", InputRequired: "input_required"}
 _OK = Value({})  # what the observers are told of a pass-through call's plain result
-# The parameter that names what a call is about, on its log line: (field, param).
-NAMED_BY = {
-    Operation.TOOLS_CALL: ("tool", "name"),
-    Operation.PROMPTS_GET: ("prompt", "name"),
-    Operation.RESOURCES_READ: ("resource", "uri"),
-}
-# The longest such name logged (a client may send any length).
-MAX_LOGGED_NAME = 200
 
 # Writes one message to a client (an open response, stdout, a session's stream).
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -398,6 +389,10 @@ class Runner:
         ):
             return None  # the upstream's revision is not one the lane carries to
         exchange = self._exchange(arrival, profile, call, send)
+        if not arrival.adapter.has_handshake and self.adapters.names_handshake(profile.version):
+            if not self._parks(call, exchange):
+                return None  # what the full path checks first is its own
+            return await self._pass_parked(arrival, call, send, profile, exchange)
         sending = self.route.backend.pass_through(call, arrival.adapter.version, exchange)
         running = arrival.running if self.answer_cancelled else None
         sent: dict[str, Any] | Held | Outcome | None
@@ -426,6 +421,38 @@ class Runner:
         if self.route.observer is not None:
             self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
         return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
+
+    @staticmethod
+    def _parks(call: Call, exchange: Exchange) -> bool:
+        """Whether the full path would park this call of a stateless client's to a
+        handshake-era upstream (one that may ask: Forwarder.park)."""
+        return call.operation in MAY_ASK and exchange.can_park
+
+    async def _pass_parked(
+        self,
+        arrival: Arrival,
+        call: Call,
+        send: Send | None,
+        profile: ServerProfile,
+        exchange: Exchange,
+    ) -> Response:
+        """A call the full path would park, parked at once, sent by the lane from the
+        parked call's task (a question off its stream meanwhile is its, as there)."""
+        started = time.perf_counter()
+        backend, version = self.route.backend, arrival.adapter.version
+        passed = False
+
+        async def lane(inner: Exchange) -> object:
+            nonlocal passed
+            sent = await backend.pass_through(call, version, inner)
+            passed = isinstance(sent, Value)
+            return sent
+
+        parking = self.forwarder.park(call, exchange, lane)
+        outcome = await self._handle(arrival, call, exchange, parking)
+        if passed and isinstance(outcome, Value):
+            return self._passed(arrival, call, profile, outcome, started)
+        return await self._run(arrival, call, send, exchange, settled=outcome)
 
     def _passed(
         self, arrival: Arrival, call: Call, profile: ServerProfile, value: Value, at: float
@@ -508,25 +535,15 @@ class Runner:
         passed: bool = False,
     ) -> None:
         """Tell the route's observers (log, metrics) about one finished call."""
-        versions = profile.versions  # the first is the upstream's revision
-        outcome_name = (
-            outcome.kind.value if isinstance(outcome, Failure) else OUTCOME_NAMES[type(outcome)]
-        )
-        record = {
-            "route": self.route.path,
-            "method": call.method,
-            **_named(call),
-            "client_revision": adapter.version,
-            "upstream_revision": versions[0] if versions else self.route.backend.upstream_revision,
-            "outcome": outcome_name,
-            "duration_ms": round((time.perf_counter() - at) * 1000, 3),
-        }
+        if self.route.observer is None:
+            return
+        fallback, path = self.route.backend.upstream_revision, self.route.path
+        record = call_record(path, call, adapter.version, profile, outcome, at, fallback)
         if detail is not None:  # why it failed, in full (the client hears a short reason)
             record["reason"] = detail
         if passed:  # answered by the pass-through lane (transport/passthrough.py)
             record["pass_through"] = True
-        if self.route.observer is not None:
-            self.route.observer.observe(record)
+        self.route.observer.observe(record)
 
     async def run_all(
         self, arrival: Arrival, calls: list[Call], send: Send | None
@@ -541,16 +558,24 @@ class Runner:
         replies = await asyncio.gather(*(one(call) for call in calls))
         return [reply.message for reply in replies if reply.message is not None]
 
-    async def _handle(self, arrival: Arrival, call: Call, exchange: Exchange) -> Outcome:
-        """Run the call as a task of its own, which the client's cancellation can stop
-        (where a cancelled call is still answered; elsewhere the transport registers
-        the whole call's task, see :class:`Pipeline`)."""
+    async def _handle(
+        self,
+        arrival: Arrival,
+        call: Call,
+        exchange: Exchange,
+        work: Coroutine[Any, Any, Outcome] | None = None,
+    ) -> Outcome:
+        """Run the call (``work``: this way of running it) as a task of its own, which
+        the client's cancellation can stop (where a cancelled call is still answered;
+        elsewhere the transport registers the whole call's task, see :class:`Pipeline`)."""
         running = arrival.running if self.answer_cancelled else None
         listen = call.operation is Operation.LISTEN
+        if work is None:
+            work = self.forwarder.handle(call, exchange)
         if not listen and (running is None or call.id is None):
             # Nothing can cancel it on its own: no task of its own either.
-            return await settle(self.forwarder.handle(call, exchange))
-        task = asyncio.ensure_future(self.forwarder.handle(call, exchange))
+            return await settle(work)
+        task = asyncio.ensure_future(work)
         if running is not None and call.id is not None:
             running[call.id] = task
         if listen:
@@ -623,12 +648,3 @@ class Runner:
 def _retrieved(future: asyncio.Future[ServerProfile]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def _named(call: Call) -> dict[str, str]:
-    """The tool, prompt or resource a call is about, for its log line."""
-    named = NAMED_BY.get(call.operation)
-    if named is None or not isinstance(call.params, dict):
-        return {}
-    value = call.params.get(named[1])
-    return {named[0]: value[:MAX_LOGGED_NAME]} if isinstance(value, str) else {}

@@ -36,11 +36,11 @@ def pair(adapters: AdapterSet, client: Adapter, upstream: str | None) -> bool:
     ``upstream``'s: the same revision, or one of the other era.  A plain result is then
     read by the upstream's adapter and encoded by the client's, as on the full path.
     A handshake-era client's call to a stateless upstream needs no session of the
-    gateway's; a stateless client's call to a handshake-era upstream goes on its pool
-    when the pool is open and needs nothing first (the link decides), and whatever
-    else the upstream answers first -- a question above all -- is held for the full
-    path, where the call is parked: a parked call's task is begun only for a call
-    that asks.  Two handshake-era revisions are the full path's.  Of the handshake era
+    gateway's; a stateless client's call to a handshake-era upstream is parked as on
+    the full path and sent by the lane from the parked call's task, on the client's
+    pool when it is open and needs nothing first (the link decides), so a question
+    the upstream asks, on the call's stream or off it, is put to the client as
+    there.  Two handshake-era revisions are the full path's.  Of the handshake era
     only revisions with verbatim operations ever get here: :func:`qualifies` asks
     first."""
     if upstream == client.version:

@@ -402,9 +402,8 @@ class UpstreamLink:
         return await sending.send(call, exchange, channel.session_id, channel.inflight)
 
     def _channel(self, adapter: Adapter, call: Call, exchange: Exchange) -> Channel | None:
-        """Where the lane sends: a stateless upstream's Streamable HTTP carrier, the
-        client session's own upstream session, or a stateless client's pool; a session
-        open and holding no roots of a pool."""
+        """Where the lane sends: a stateless upstream's Streamable HTTP carrier, the client
+        session's own upstream session or a stateless client's pool, holding no roots."""
         if not adapter.has_handshake:
             return Channel(adapter, self._primary) if self._primary is self._streamable else None
         downstream = exchange.downstream
@@ -421,15 +420,16 @@ class UpstreamLink:
 
     def _pooled(self, adapter: Adapter, call: Call, exchange: Exchange) -> UpstreamSession | None:
         """A stateless client's pool, if the full path would send its call on it at once:
-        open already, on Streamable HTTP (where a call's questions come on the call's own
-        stream, which the lane hands to the full path), no roots of the client's to ask
-        for, no question held for its next call, its log level as the call wants it."""
+        open, on Streamable HTTP, no roots of the client's to ask for, no question held
+        for its next call, its log level as the call wants it (SessionPool.ready)."""
         if self._rooting(exchange):
             return None
-        session = self._sessions.find(self._session_key(exchange, adapter))
-        if session is None or session.carrier.is_session:
+        key = self._session_key(exchange, adapter)
+        session = self._sessions.find(key)
+        if session is None or session.carrier.is_session or not self._sessions.ready(session, call):
             return None
-        return session if self._sessions.ready(session, call) else None
+        self._sessions.touch(key)
+        return session
 
     def tool_is_safe(self, principal: str, call: Call) -> bool:
         """The tool a tools/call names says running it twice does no harm (as the list

@@ -115,7 +115,7 @@ def held_of(exchange: Exchange, call: Call) -> Held | None:
     never takes it; a retry sends afresh)."""
     extra = exchange.extra
     held = extra.get(HELD) if extra else None
-    if not isinstance(held, Held) or held.call is not call:
+    if not isinstance(held, Held) or held.call is not call or held.taken:
         return None
     del extra[HELD]
     held.taken = True

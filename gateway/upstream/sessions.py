@@ -556,6 +556,10 @@ class SessionPool:
         with contextlib.suppress(CarrierError):
             await session.carrier.send(message, headers)
 
+    def touch(self, key: str) -> None:
+        """``key``'s session was used now: the least recently used give way first."""
+        self._sessions.move_to_end(key)
+
     def ready(self, session: UpstreamSession, call: Call) -> bool:
         """Whether a pool sends ``call`` at once: no question held for it to ask first,
         no log level to raise first."""

@@ -12,22 +12,28 @@ asks for a log level the pool is not at yet take the full path."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
-from tests.e2e.fake_client import INFO, Reply, modern_headers, post, text_of
+from tests.e2e.fake_client import INFO, WAIT, Reply, modern_headers, post, text_of
 from tests.e2e.fake_upstreams import FakeUpstream
 from tests.e2e.gateway_proc import RunningGateway, gateway
 from tests.e2e.sdk_peers import modern_call
 from tests.e2e.test_pass_through import _passed, _same
+from tests.e2e.test_unsolicited_question import serving
 
 ELICIT: dict[str, Any] = {"elicitation": {"form": {}}}
 ADA = {"action": "accept", "content": {"name": "Ada"}}
 BLUE = {"action": "accept", "content": {"colour": "blue"}}
+ADA_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 # What the gateways log when a call's answer was cut after the tool ran.
 CUT = ("upstream call failed", "connection", "may have run")
 
@@ -174,3 +180,109 @@ async def test_a_log_level_the_pool_is_not_at_is_set_before_the_call(tmp_path: P
         assert await _passes(http, gws[0]) == 3  # the second warning, info and error
         assert await _passes(http, gws[1]) == 0
     assert fakes[0].levels == fakes[1].levels == ["warning", "info"]
+
+
+class GetStreamAsker:
+    """A 2025-06-18 server whose `ask_off` asks its question on the session's GET stream
+    (as a TypeScript SDK 1.x server's ``elicitInput`` without a related request does),
+    then answers the call with what it was told; `echo` answers at once.  ``seen``: the
+    methods it read (``cancelled`` among them if the gateway gave up on a call)."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self.stream_open = asyncio.Event()
+        self.answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.seen: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            return await self._stream(request)
+        if request.method == "DELETE":
+            return web.Response(status=200)
+        message = json.loads(await request.read())
+        method, id_ = message.get("method"), message.get("id")
+        self.seen.append(str(method))
+        if method is None:  # an answer to our question
+            future = self.answers.get(str(id_))
+            if future is not None and not future.done():
+                future.set_result(message.get("result") or {})
+            return web.Response(status=202)
+        if method == "initialize":
+            result = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "get-stream-asker", "version": "0"},
+            }
+            headers = {"Mcp-Session-Id": uuid.uuid4().hex}
+            return web.json_response(_rpc(id_, result), headers=headers)
+        if "Mcp-Session-Id" not in request.headers:  # server/discover, say: no session
+            return web.json_response({"error": "no session"}, status=400)
+        if id_ is None:
+            return web.Response(status=202)
+        if method == "tools/call":
+            return web.json_response(_rpc(id_, await self._tool(request, message)))
+        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("echo", "ask_off")]
+        return web.json_response(_rpc(id_, {"tools": tools} if method == "tools/list" else {}))
+
+    async def _tool(self, request: web.Request, message: dict[str, Any]) -> dict[str, Any]:
+        text = "echo"
+        if message["params"]["name"] == "ask_off":
+            ask_id = f"ask-{len(self.answers)}"
+            self.answers[ask_id] = asyncio.get_running_loop().create_future()
+            question = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create"}
+            question["params"] = {"message": "Who?", "requestedSchema": ADA_SCHEMA}
+            await self.streams[request.headers["Mcp-Session-Id"]].put(question)
+            async with asyncio.timeout(WAIT):
+                answer = await self.answers[ask_id]
+            text = f"hello {answer.get('content', {}).get('name')}"
+        return {"content": [{"type": "text", "text": text}]}
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.streams[request.headers["Mcp-Session-Id"]] = queue
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        self.stream_open.set()
+        while True:
+            message = await queue.get()
+            await stream.write(f"data: {json.dumps(message)}\n\n".encode())
+
+
+def _rpc(id_: Any, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+async def test_a_question_asked_on_the_get_stream_while_the_lane_waits_is_the_calls(
+    tmp_path: Path,
+) -> None:
+    """The lane sends from the parked call's task: a question the server asks on its GET
+    stream meanwhile reaches this call's client as input_required (never held for the
+    pool's next call while this one waits out its timeout), and its answer completes
+    the call; through both gateways alike, nothing cancelled."""
+    servers = [GetStreamAsker(), GetStreamAsker()]
+    async with contextlib.AsyncExitStack() as stack:
+        urls = [(await stack.enter_async_context(serving(s)))[0] for s in servers]
+        with contextlib.ExitStack() as gateways:
+            gws = [
+                gateways.enter_context(
+                    gateway(f"/mcp={url},timeout=20", extra=extra, tmp_path=tmp_path)
+                )
+                for url, extra in zip(urls, ((), ("--no-pass-through",)), strict=True)
+            ]
+            try:
+                async with aiohttp.ClientSession() as http:
+                    heard = []
+                    for gw, server in zip(gws, servers, strict=True):
+                        await _call(http, gw, "echo", 1)  # the full path opens the pool
+                        await _call(http, gw, "echo", 2)  # the lane's (with it on)
+                        async with asyncio.timeout(WAIT):
+                            await server.stream_open.wait()
+                        async with asyncio.timeout(5):  # well within the route's timeout
+                            heard.append(await _asked_through(http, gw, "ask_off", [ADA]))
+                    # The second echo; ask_off's result came to its retry (the full path's).
+                    assert await _passes(http, gws[0]) == 1
+            finally:
+                await stack.aclose()  # the servers first: the gateways' DELETEs are refused
+    assert heard[0] == heard[1]
+    assert heard[0][-1] == (200, "complete", "hello Ada"), heard[0]
+    assert [s.seen.count("notifications/cancelled") for s in servers] == [0, 0]
