@@ -22,13 +22,13 @@ from gateway.core import Call, Exchange, ServerProfile, Value
 from gateway.protocol import AdapterSet
 from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.link import UpstreamLink, Verdict
-from gateway.upstream.passthrough import HELD, Held
+from gateway.upstream.passthrough import HELD, PARK, Held, Park
 from gateway.upstream.reach import connectable, spawnable
 from gateway.upstream.targets import Targets
 
 # Parked calls in all and per principal; once a principal is at its quota, how long
 # its parked calls live (seconds).
-__all__ = ["HELD", "Backend", "Held"]
+__all__ = ["HELD", "PARK", "Backend", "Held", "Park"]
 
 DEFAULT_MAX_PARKED = 1000
 DEFAULT_MAX_PARKED_PER_PRINCIPAL = 100
@@ -102,10 +102,11 @@ class Backend:
 
     async def pass_through(
         self, call: Call, version: str, exchange: Exchange
-    ) -> dict[str, Any] | Value | Held | None:
+    ) -> dict[str, Any] | Value | Held | Park | None:
         """The pass-through lane's send (gateway/upstream/passthrough.py): the call's
         plain result (as written, or read for a client of another revision: a Value),
-        its reply held for the full path, or None (not sent: a route
+        its reply held for the full path, PARK (to be sent from a parked call's task),
+        or None (not sent: a route
         of several targets, whose choice and retries are the full path's, or a call
         the link will not pass)."""
         if self.targets is not None:

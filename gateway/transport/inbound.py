@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from gateway.bridge.backend import HELD, Held
+from gateway.bridge.backend import HELD, Held, Park
 from gateway.core import (
     MAY_ASK,
     Call,
@@ -389,13 +389,11 @@ class Runner:
         ):
             return None  # the upstream's revision is not one the lane carries to
         exchange = self._exchange(arrival, profile, call, send)
-        if not arrival.adapter.has_handshake and self.adapters.names_handshake(profile.version):
-            if not self._parks(call, exchange):
-                return None  # what the full path checks first is its own
-            return await self._pass_parked(arrival, call, send, profile, exchange)
+        if not self._may_pass(arrival.adapter, call, exchange, profile):
+            return None  # what the full path checks first is its own
         sending = self.route.backend.pass_through(call, arrival.adapter.version, exchange)
         running = arrival.running if self.answer_cancelled else None
-        sent: dict[str, Any] | Held | Outcome | None
+        sent: dict[str, Any] | Held | Outcome | Park | None
         if running is None or call.id is None:
             sent = await settle(sending)
         else:  # a task the client's cancellation can stop, as the full path's call is
@@ -411,6 +409,8 @@ class Runner:
                     del running[call.id]
         if sent is None:
             return None
+        if isinstance(sent, Park):  # its server may ask off the call's stream: sent when parked
+            return await self._pass_parked(arrival, call, send, exchange)
         if isinstance(sent, Value):  # read for a client of another revision
             return self._passed(arrival, call, profile, sent, started)
         if isinstance(sent, Failure):  # cancelled by the client, or a fault
@@ -422,19 +422,17 @@ class Runner:
             self._observe(call, arrival.adapter, profile, _OK, started, passed=True)
         return Response(arrival.adapter.encode_verbatim(call, sent), 200, {})
 
-    @staticmethod
-    def _parks(call: Call, exchange: Exchange) -> bool:
-        """Whether the full path would park this call of a stateless client's to a
-        handshake-era upstream (one that may ask: Forwarder.park)."""
+    def _may_pass(
+        self, client: Adapter, call: Call, exchange: Exchange, profile: ServerProfile
+    ) -> bool:
+        """A stateless client's call to a handshake-era upstream only where the full
+        path would park it at once (one that may ask: Forwarder.park)."""
+        if client.has_handshake or not self.adapters.names_handshake(profile.version):
+            return True
         return call.operation in MAY_ASK and exchange.can_park
 
     async def _pass_parked(
-        self,
-        arrival: Arrival,
-        call: Call,
-        send: Send | None,
-        profile: ServerProfile,
-        exchange: Exchange,
+        self, arrival: Arrival, call: Call, send: Send | None, exchange: Exchange
     ) -> Response:
         """A call the full path would park, parked at once, sent by the lane from the
         parked call's task (a question off its stream meanwhile is its, as there)."""
@@ -451,7 +449,7 @@ class Runner:
         parking = self.forwarder.park(call, exchange, lane)
         outcome = await self._handle(arrival, call, exchange, parking)
         if passed and isinstance(outcome, Value):
-            return self._passed(arrival, call, profile, outcome, started)
+            return self._passed(arrival, call, exchange.profile, outcome, started)
         return await self._run(arrival, call, send, exchange, settled=outcome)
 
     def _passed(

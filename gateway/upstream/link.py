@@ -362,19 +362,17 @@ class UpstreamLink:
             raise outcome
 
     async def pass_through(
-        self,
-        call: Call,
-        version: str,
-        exchange: Exchange,
-    ) -> dict[str, Any] | Value | passthrough.Held | None:
+        self, call: Call, version: str, exchange: Exchange
+    ) -> dict[str, Any] | Value | passthrough.Held | passthrough.Park | None:
         """A call of a client of ``version`` sent by the pass-through lane
         (upstream/passthrough.py); None: nothing was sent, the full path's: the
         upstream's era unknown; two handshake-era revisions; headers to mint or check
         for a tool this caller has not listed; a stateless upstream not on Streamable
         HTTP; no open upstream session of the client session's own (``downstream``),
-        or a stateless client's pool not open and ready (:meth:`_pooled`).  In flight
-        on its session meanwhile, under ``exchange`` (the full path's own).  A result
-        for a client of another revision comes back read (a Value), to encode."""
+        or a stateless client's pool not open and ready (:meth:`_pooled`); PARK: a
+        pool whose server may ask off the call, for an exchange nobody can be asked
+        on.  In flight on its session meanwhile, under ``exchange``.  A result for a
+        client of another revision comes back read (a Value), to encode."""
         verdict = self.verdict
         if verdict is None or call.operation not in verdict.adapter.verbatim_operations:
             return None
@@ -382,6 +380,8 @@ class UpstreamLink:
         if translate and verdict.adapter.has_handshake and exchange.downstream is not None:
             return None  # a handshake-era client of another revision: the full path's
         channel = self._channel(verdict.adapter, call, exchange)
+        if exchange.ask is None and isinstance(channel, UpstreamSession) and channel.pooled_asking:
+            return passthrough.PARK  # a question off its stream would find nobody to ask
         name = call.params.get("name")
         facts = self._tools.known(exchange.principal, name) if isinstance(name, str) else None
         # Headers to mint, or a client's to check against a tool not listed yet.

@@ -30,6 +30,9 @@ class UpstreamSession(Channel):
     log_level: str | None = None
     closed: bool = False
     listener: asyncio.Task[None] | None = None
+    # Its server offers no stream of its own (405 to a GET): it sends nothing off a
+    # call's stream, so asks no question a call's client cannot be handed there.
+    streamless: bool = False
     # Whose it is: the pool key, and the client session it mirrors (None: a pool).
     key: str | None = None
     # The key it was opened under (its listeners' scope), kept when given a
@@ -46,6 +49,11 @@ class UpstreamSession(Channel):
     held: Questions[dict[str, Any], dict[str, Any] | None] = field(
         default_factory=lambda: Questions("held")
     )
+
+    @property
+    def pooled_asking(self) -> bool:
+        """A stateless client's pool whose server may ask off a call's stream."""
+        return self.downstream is None and not self.streamless
 
     @property
     def gateways_own(self) -> bool:

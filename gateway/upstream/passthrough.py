@@ -50,6 +50,15 @@ class Watch(Protocol):
 HELD = "held"
 
 
+class Park:
+    """The lane's word that a call must be sent from a parked call's task: its
+    session's server may ask off the call's stream, and only a parked call can put
+    such a question to a client that cannot be asked (a stateless one)."""
+
+
+PARK = Park()
+
+
 @dataclass(slots=True)
 class Held:
     """A call already sent upstream, whose reply its own full path reads (once).

@@ -80,6 +80,7 @@ class Unsolicited:
                 if opened is not None:
                     opened.set()
                 if stream is None:
+                    session.streamless = True
                     return  # the upstream offers no such stream
                 async for message in stream:
                     await self.take(session, message)
