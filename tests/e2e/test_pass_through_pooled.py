@@ -28,7 +28,7 @@ from tests.e2e.fake_upstreams import FakeUpstream
 from tests.e2e.gateway_proc import RunningGateway, gateway
 from tests.e2e.sdk_peers import modern_call
 from tests.e2e.test_pass_through import _passed, _same
-from tests.e2e.test_unsolicited_question import serving
+from tests.e2e.test_unsolicited_question import OffCallAsker, serving
 
 ELICIT: dict[str, Any] = {"elicitation": {"form": {}}}
 ADA = {"action": "accept", "content": {"name": "Ada"}}
@@ -182,17 +182,15 @@ async def test_a_log_level_the_pool_is_not_at_is_set_before_the_call(tmp_path: P
     assert fakes[0].levels == fakes[1].levels == ["warning", "info"]
 
 
-class GetStreamAsker:
+class GetStreamAsker(OffCallAsker):
     """A 2025-06-18 server whose `ask_off` asks its question on the session's GET stream
     (as a TypeScript SDK 1.x server's ``elicitInput`` without a related request does),
     then answers the call with what it was told; `echo` answers at once.  ``seen``: the
     methods it read (``cancelled`` among them if the gateway gave up on a call)."""
 
     def __init__(self) -> None:
-        self.streams: dict[str, asyncio.Queue[dict[str, Any]]] = {}
-        self.stream_open = asyncio.Event()
+        super().__init__()  # its GET stream (``_stream``), ``seen``
         self.answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.seen: list[str] = []
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":
@@ -236,16 +234,6 @@ class GetStreamAsker:
                 answer = await self.answers[ask_id]
             text = f"hello {answer.get('content', {}).get('name')}"
         return {"content": [{"type": "text", "text": text}]}
-
-    async def _stream(self, request: web.Request) -> web.StreamResponse:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.streams[request.headers["Mcp-Session-Id"]] = queue
-        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await stream.prepare(request)
-        self.stream_open.set()
-        while True:
-            message = await queue.get()
-            await stream.write(f"data: {json.dumps(message)}\n\n".encode())
 
 
 def _rpc(id_: Any, result: dict[str, Any]) -> dict[str, Any]:
