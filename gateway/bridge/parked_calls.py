@@ -104,15 +104,19 @@ class ParkedCalls:
         try:
             if lane is not None:
                 sent = await lane(exchange)
-                if isinstance(sent, Value):
-                    return sent  # the plain result
                 if isinstance(sent, Held):
                     held = exchange.extra[HELD] = sent  # the full path reads on from it
+                elif isinstance(sent, Value):
+                    return sent  # the plain result
+                elif sent is not None:  # sent, and answered as no full path reads on
+                    raise AssertionError(f"the lane answered {type(sent).__name__}")
             return await self.upstream.handle(call, exchange)
         finally:
-            if held is not None and not held.taken:
-                await held.abandon()  # ended (released, say) before the full path took it
-            parked.questions.changed.set()
+            try:
+                if held is not None and not held.taken:
+                    await held.abandon()  # ended (released, say) before the path took it
+            finally:
+                parked.questions.changed.set()
 
     async def _next_round(self, call: Call, exchange: Exchange, parked: ParkedCall) -> Outcome:
         """Wait for the upstream's result, or for asks to hand to the client."""

@@ -414,7 +414,7 @@ class Runner:
         if isinstance(sent, Value):  # read for a client of another revision
             return self._passed(arrival, call, profile, sent, started)
         if isinstance(sent, Failure):  # cancelled by the client, or a fault
-            return await self._run(arrival, call, send, exchange, settled=sent)
+            return await self._run(arrival, call, send, exchange, settled=sent, at=started)
         if isinstance(sent, Held):
             exchange.extra[HELD] = sent
             return exchange
@@ -450,7 +450,7 @@ class Runner:
         outcome = await self._handle(arrival, call, exchange, parking)
         if passed and isinstance(outcome, Value):
             return self._passed(arrival, call, exchange.profile, outcome, started)
-        return await self._run(arrival, call, send, exchange, settled=outcome)
+        return await self._run(arrival, call, send, exchange, settled=outcome, at=started)
 
     def _passed(
         self, arrival: Arrival, call: Call, profile: ServerProfile, value: Value, at: float
@@ -468,10 +468,12 @@ class Runner:
         send: Send | None,
         prepared: Exchange | None = None,
         settled: Outcome | None = None,
+        at: float | None = None,
     ) -> Response:
         """The full path; ``prepared``: the exchange the pass-through lane sent on,
-        ``settled``: the outcome it came to that is not the upstream's answer."""
-        started = time.perf_counter()
+        ``settled``: the outcome it came to that is not the upstream's answer, ``at``:
+        when the lane began it (its duration is the whole call's)."""
+        started = time.perf_counter() if at is None else at
         adapter = arrival.adapter
         outcome: Outcome
         profile = await self.profile(arrival)

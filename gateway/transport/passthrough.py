@@ -36,13 +36,13 @@ def pair(adapters: AdapterSet, client: Adapter, upstream: str | None) -> bool:
     ``upstream``'s: the same revision, or one of the other era.  A plain result is then
     read by the upstream's adapter and encoded by the client's, as on the full path.
     A handshake-era client's call to a stateless upstream needs no session of the
-    gateway's; a stateless client's call to a handshake-era upstream is parked as on
-    the full path and sent by the lane from the parked call's task, on the client's
-    pool when it is open and needs nothing first (the link decides), so a question
-    the upstream asks, on the call's stream or off it, is put to the client as
-    there.  Two handshake-era revisions are the full path's.  Of the handshake era
-    only revisions with verbatim operations ever get here: :func:`qualifies` asks
-    first."""
+    gateway's; a stateless client's call to a handshake-era upstream goes on the
+    client's pool when it is open and needs nothing first (the link decides): at
+    once, or, where the pool's server may ask off the call's stream (it offers a
+    stream of its own), from a parked call's task, so that such a question is put to
+    the client as on the full path.  Two handshake-era revisions are the full path's.
+    Of the handshake era only revisions with verbatim operations ever get here:
+    :func:`qualifies` asks first."""
     if upstream == client.version:
         return True
     if client.has_handshake:

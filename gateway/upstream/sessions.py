@@ -42,6 +42,7 @@ from gateway.upstream.carriers.crashes import Crashes
 from gateway.upstream.carriers.legacy_sse import LegacySseCarrier
 from gateway.upstream.carriers.stdio import StdioCarrier
 from gateway.upstream.open_session import UpstreamSession
+from gateway.upstream.passthrough import HELD
 from gateway.upstream.poolcounts import PoolCounts
 from gateway.upstream.roots import ROOTED, answering_roots, roots_digest, taking_roots
 from gateway.upstream.settings import UpstreamSettings
@@ -465,7 +466,9 @@ class SessionPool:
             exchange = exchange.routed(ask, exchange.emit)
         if session.downstream is None:
             await self._ensure_level(session, call, exchange)
-            if session.held:  # questions it asked off any call, kept for a client
+            if session.held and HELD not in exchange.extra:
+                # Questions it asked off any call, kept for a client: asked before the
+                # call is sent (not once the lane sent it: it runs upstream meanwhile).
                 await self.unsolicited.ask_held(session, exchange)
         outcome = await self._calls.handle(call, exchange, session)
         if call.operation is Operation.SET_LOG_LEVEL and not isinstance(outcome, Failure):
