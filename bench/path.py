@@ -122,12 +122,17 @@ def read_trace(trace: Path) -> list[Call]:
     ]
 
 
-def run(loop: str, warmup: int, settle: float) -> dict[str, Any]:
+def run(loop: str, warmup: int, settle: float, pass_through: bool = True) -> dict[str, Any]:
+    """The round's figures; ``pass_through=False``: with the gateway's pass-through lane
+    off, the full path's round alone (the lane first tries each call of this pair)."""
     lab = Lab()
     try:
         upstream = lab.upstream("legacy")
         trace = lab.workdir / "path-trace.json"
-        gateway = lab.gateway("gateway", upstream.url, uvloop=loop == "uvloop", trace_path=trace)
+        extra = [] if pass_through else ["--no-pass-through"]
+        gateway = lab.gateway(
+            "gateway", upstream.url, uvloop=loop == "uvloop", trace_path=trace, extra=extra
+        )
         asyncio.run(measure(gateway, trace, warmup, settle))
         gateway.proc.check_alive()
         calls = read_trace(trace)

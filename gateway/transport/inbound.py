@@ -537,8 +537,8 @@ class Runner:
         """Tell the route's observers (log, metrics) about one finished call."""
         if self.route.observer is None:
             return
-        fallback, path = self.route.backend.upstream_revision, self.route.path
-        record = call_record(path, call, adapter.version, profile, outcome, at, fallback)
+        fallback = None if profile.versions else self.route.backend.upstream_revision
+        record = call_record(self.route.path, call, adapter.version, profile, outcome, at, fallback)
         if detail is not None:  # why it failed, in full (the client hears a short reason)
             record["reason"] = detail
         if passed:  # answered by the pass-through lane (transport/passthrough.py)

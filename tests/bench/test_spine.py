@@ -77,10 +77,13 @@ def test_calls_back_up(caller: tuple[str, str], callee: tuple[str, str], exempt:
 def test_the_translated_round_keeps_the_spine_s_targets() -> None:
     """Issue 38's round, traced in a real gateway in front of the demo server: a change
     that calls back up a layer (a callback into the module that imports the caller),
-    adds a door or lengthens the spine fails here, not a session later."""
+    adds a door or lengthens the spine fails here, not a session later.  The full
+    path's round (the lane off): since issue 50 the pass-through lane first tries
+    each call of this pair and hands a question to the full path, which adds its own
+    send's hand-offs to a round that asks (33 and 23 doors, against these 30 and 20)."""
     from bench import path
 
-    figures = path.run("asyncio", warmup=2, settle=0.2)["spine"]
+    figures = path.run("asyncio", warmup=2, settle=0.2, pass_through=False)["spine"]
     assert figures["calls_back_up"] == 0, figures["back_up_list"]
     assert figures["handoffs"] <= 30, figures["handoff_list"]
     assert figures["doors"] <= 20, figures["door_list"]
